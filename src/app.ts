@@ -1,0 +1,195 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
+import type { Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { sql } from "kysely";
+import type { Auth } from "./auth/better-auth.ts";
+import { authRoutes } from "./auth/routes.ts";
+import type { Deps } from "./deps.ts";
+import { accountRoutes } from "./domains/account/routes.ts";
+import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
+import { auditRoutes } from "./domains/audit/routes.ts";
+import { memberRoutes } from "./domains/members/routes.ts";
+import { orgRoutes } from "./domains/orgs/routes.ts";
+import type { AppEnv } from "./http/context.ts";
+import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
+import { identify } from "./http/identify.ts";
+import { type RateLimiter, rateLimit } from "./http/rate-limit.ts";
+import { requestContext } from "./http/request-context.ts";
+import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
+
+export const API_VERSION = "0.0.1";
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Paths outside authentication and rate limiting. */
+const PUBLIC_PATHS = new Set(["/api/health"]);
+
+const healthRoute = createRoute({
+  method: "get",
+  path: "/health",
+  tags: ["Service"],
+  summary: "Liveness and database reachability",
+  responses: {
+    200: jsonContent(z.object({ status: z.literal("ok"), database: z.literal("ok") }), "Healthy"),
+    503: jsonContent(z.object({ error: z.object({ code: z.string(), message: z.string() }) }), "Unhealthy"),
+  },
+});
+
+const openApiRoute = createRoute({
+  method: "get",
+  path: "/openapi.json",
+  tags: ["Service"],
+  summary: "This OpenAPI 3.1 document",
+  responses: { 200: jsonContent(z.record(z.string(), z.unknown()), "The OpenAPI document"), ...errorResponses(429) },
+});
+
+const docsRoute = createRoute({
+  method: "get",
+  path: "/docs",
+  tags: ["Service"],
+  summary: "Interactive API reference",
+  responses: {
+    200: { description: "HTML page", content: { "text/html": { schema: z.string() } } },
+    ...errorResponses(429),
+  },
+});
+
+export interface AppParts {
+  deps: Deps;
+  auth: Auth;
+  limiter: RateLimiter;
+}
+
+export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
+  const { config } = deps;
+  const api = createRouter();
+
+  const identifyAndLimit = chain(
+    identify(deps, auth),
+    rateLimit(limiter, { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute }),
+  );
+  api.use("*", async (c, next) => {
+    if (PUBLIC_PATHS.has(c.req.path)) return next();
+    await identifyAndLimit(c, next);
+  });
+
+  api
+    .openapi(healthRoute, async (c) => {
+      try {
+        await sql`select 1`.execute(deps.db);
+        return c.json({ status: "ok" as const, database: "ok" as const }, 200);
+      } catch (error) {
+        deps.log.error({ err: error }, "health check: database unreachable");
+        return c.json({ error: { code: "UNAVAILABLE", message: "database unreachable" } }, 503);
+      }
+    })
+    .route("/", authRoutes(auth))
+    .route("/", accountRoutes(deps))
+    .route("/", orgRoutes(deps))
+    .route("/", memberRoutes(deps))
+    .route("/", apiKeyRoutes(deps))
+    .route("/", auditRoutes(deps));
+
+  api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {
+    type: "apiKey",
+    in: "cookie",
+    name: `${config.cookiePrefix}.session_token`,
+    description: "The session cookie set by sign-up and sign-in.",
+  });
+  api.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "pak_<64 hex>",
+    description: "An organization API key: `Authorization: Bearer pak_…`.",
+  });
+
+  let document: unknown;
+  api.openapi(openApiRoute, (c) => {
+    document ??= api.getOpenAPI31Document({
+      openapi: "3.1.0",
+      info: {
+        title: "Plinth API",
+        version: API_VERSION,
+        description: "Control plane of a self-hostable backend-as-a-service platform.",
+      },
+      servers: [{ url: "/api" }],
+    });
+    return c.json(document as Record<string, unknown>, 200);
+  });
+  api.openapi(docsRoute, Scalar({ url: "/api/openapi.json", pageTitle: "Plinth API reference" }) as never);
+
+  const app = createRouter();
+  app.use("*", requestContext(deps.log, config.trustProxy));
+  app.use(
+    "/api/*",
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
+      },
+    }),
+  );
+  app.route("/api", api);
+  app.notFound(notFoundOrWrongMethod(app));
+  app.onError((error, c) => renderError(error, c, deps));
+  return app;
+}
+
+/** Runs two middlewares as one. */
+function chain(
+  first: (c: Context<AppEnv>, next: () => Promise<void>) => Promise<unknown>,
+  second: (c: Context<AppEnv>, next: () => Promise<void>) => Promise<unknown>,
+) {
+  return async (c: Context<AppEnv>, next: () => Promise<void>) => {
+    await first(c, async () => {
+      await second(c, next);
+    });
+  };
+}
+
+const HTTP_EXCEPTION_CODES: Partial<Record<number, ErrorCode>> = {
+  400: "BAD_REQUEST",
+  401: "UNAUTHORIZED",
+  403: "FORBIDDEN",
+  404: "NOT_FOUND",
+  413: "PAYLOAD_TOO_LARGE",
+};
+
+function renderError(error: Error, c: Context<AppEnv>, deps: Deps): Response {
+  if (error instanceof AppError) {
+    return c.json(errorBody(error.code, error.message, error.details), error.status);
+  }
+  if (error instanceof HTTPException) {
+    // Hono raises 400 for malformed JSON and zod-openapi 415 for a body that is not JSON;
+    // both are a malformed request to the caller.
+    const status = (error.status === 415 ? 400 : error.status) as ContentfulStatusCode;
+    const code = HTTP_EXCEPTION_CODES[status];
+    if (code) {
+      const message = error.status === 415 ? "request body must be application/json" : error.message.toLowerCase();
+      return c.json(errorBody(code, message || "malformed request"), status);
+    }
+  }
+  (c.get("log") ?? deps.log).error({ err: error, requestId: c.get("requestId") }, "unhandled error");
+  return c.json(errorBody("INTERNAL", "internal error"), 500);
+}
+
+/** Tells a wrong method (405, with `Allow`) from an unknown path (404). */
+function notFoundOrWrongMethod(app: Hono<AppEnv>) {
+  let routes: { method: string; pattern: RegExp }[] | undefined;
+  return (c: Context<AppEnv>): Response => {
+    routes ??= app.routes
+      .filter((route) => route.method !== "ALL" && !route.path.includes("*"))
+      .map((route) => ({
+        method: route.method,
+        pattern: new RegExp(`^${route.path.replace(/:[^/]+/g, "[^/]+")}/?$`),
+      }));
+    const allowed = [...new Set(routes.filter((route) => route.pattern.test(c.req.path)).map((r) => r.method))];
+    if (allowed.length > 0) {
+      c.header("Allow", allowed.join(", "));
+      return c.json(errorBody("METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${c.req.path}`), 405);
+    }
+    return c.json(errorBody("NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`), 404);
+  };
+}

@@ -1,0 +1,78 @@
+import { betterAuth } from "better-auth";
+import type { Kysely } from "kysely";
+import type { Config } from "../config.ts";
+import type { Dialect } from "../db/database.ts";
+import type { Database } from "../db/schema.ts";
+import { newId } from "../lib/ids.ts";
+import type { Logger } from "../logger.ts";
+
+export interface AuthOptions {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  config: Config;
+  secret: string;
+  log: Logger;
+}
+
+const timestamps = { createdAt: "created_at", updatedAt: "updated_at" } as const;
+
+/**
+ * better-auth serves sign-up, sign-in, sign-out and sessions under /api/auth, on the same
+ * database. Its tables are named and cased like ours; its own in-memory rate limiter is off
+ * because Plinth's rate limit (kept in the database) covers these routes.
+ */
+export function createAuth({ db, dialect, config, secret, log }: AuthOptions) {
+  return betterAuth({
+    appName: "Plinth",
+    baseURL: config.publicUrl,
+    basePath: "/api/auth",
+    secret,
+    database: { db, type: dialect },
+    trustedOrigins: [config.publicUrl],
+    emailAndPassword: { enabled: true, minPasswordLength: 8, maxPasswordLength: 128 },
+    rateLimit: { enabled: false },
+    telemetry: { enabled: false },
+    advanced: {
+      cookiePrefix: config.cookiePrefix,
+      database: { generateId: ({ model }) => newId(model === "user" ? "acct" : model.slice(0, 4)) },
+    },
+    logger: {
+      level: "warn",
+      log: (level, message) => log[level]({ component: "auth" }, message),
+    },
+    user: {
+      modelName: "users",
+      fields: { emailVerified: "email_verified", ...timestamps },
+    },
+    session: {
+      modelName: "sessions",
+      fields: {
+        userId: "user_id",
+        expiresAt: "expires_at",
+        ipAddress: "ip_address",
+        userAgent: "user_agent",
+        ...timestamps,
+      },
+    },
+    account: {
+      modelName: "auth_accounts",
+      fields: {
+        accountId: "account_id",
+        providerId: "provider_id",
+        userId: "user_id",
+        accessToken: "access_token",
+        refreshToken: "refresh_token",
+        idToken: "id_token",
+        accessTokenExpiresAt: "access_token_expires_at",
+        refreshTokenExpiresAt: "refresh_token_expires_at",
+        ...timestamps,
+      },
+    },
+    verification: {
+      modelName: "verifications",
+      fields: { expiresAt: "expires_at", ...timestamps },
+    },
+  });
+}
+
+export type Auth = ReturnType<typeof createAuth>;

@@ -1,0 +1,150 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { AppEnv } from "../http/context.ts";
+import { type ErrorCode, errorBody } from "../http/errors.ts";
+import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
+import type { Auth } from "./better-auth.ts";
+
+const tags = ["Authentication"];
+
+const AuthUserSchema = z
+  .object({
+    id: z.string(),
+    email: z.string(),
+    name: z.string(),
+    emailVerified: z.boolean(),
+    image: z.string().nullable().optional(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("AuthUser");
+
+const SignUpInput = z
+  .object({
+    email: z.email().max(254),
+    password: z.string().min(8).max(128),
+    name: z.string().max(120).default(""),
+  })
+  .openapi("SignUpInput");
+
+const SignInInput = z
+  .object({
+    email: z.email().max(254),
+    password: z.string().min(1).max(128),
+    rememberMe: z.boolean().optional(),
+  })
+  .openapi("SignInInput");
+
+const SignedInResponse = z.object({
+  token: z.string().nullable(),
+  user: AuthUserSchema,
+});
+
+const sessionCookieHeader = {
+  "Set-Cookie": {
+    description: "`<prefix>.session_token`, the session cookie",
+    schema: { type: "string" as const },
+  },
+};
+
+const signUpRoute = createRoute({
+  method: "post",
+  path: "/auth/sign-up/email",
+  tags,
+  summary: "Create an account with e-mail and password; signs it in",
+  request: { body: jsonBody(SignUpInput) },
+  responses: {
+    200: { ...jsonContent(SignedInResponse, "Signed up and signed in"), headers: sessionCookieHeader },
+    ...errorResponses(400, 409, 413, 422, 429),
+  },
+});
+
+const signInRoute = createRoute({
+  method: "post",
+  path: "/auth/sign-in/email",
+  tags,
+  summary: "Sign in with e-mail and password; sets the session cookie",
+  request: { body: jsonBody(SignInInput) },
+  responses: {
+    200: { ...jsonContent(SignedInResponse, "Signed in"), headers: sessionCookieHeader },
+    ...errorResponses(400, 401, 413, 422, 429),
+  },
+});
+
+const signOutRoute = createRoute({
+  method: "post",
+  path: "/auth/sign-out",
+  tags,
+  summary: "End the current session",
+  security: sessionOnly,
+  responses: {
+    200: jsonContent(z.object({ success: z.boolean() }), "Signed out"),
+    ...errorResponses(400, 401, 429),
+  },
+});
+
+const getSessionRoute = createRoute({
+  method: "get",
+  path: "/auth/get-session",
+  tags,
+  summary: "The current session and its account, or null",
+  security: sessionOnly,
+  responses: {
+    200: jsonContent(
+      z.object({ session: z.record(z.string(), z.unknown()), user: AuthUserSchema }).nullable(),
+      "The session, or null when signed out",
+    ),
+    ...errorResponses(429),
+  },
+});
+
+const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
+  400: "BAD_REQUEST",
+  401: "UNAUTHORIZED",
+  403: "FORBIDDEN",
+  404: "NOT_FOUND",
+  409: "CONFLICT",
+  422: "VALIDATION",
+  429: "RATE_LIMITED",
+};
+
+/**
+ * Hands a request to better-auth with the body Plinth already validated, and puts its errors
+ * into Plinth's envelope. An existing e-mail at sign-up is a 409 here (better-auth says 422).
+ */
+async function forward(c: Context<AppEnv>, auth: Auth, body?: unknown): Promise<Response> {
+  const headers = new Headers(c.req.raw.headers);
+  headers.delete("content-length");
+  if (body !== undefined) headers.set("content-type", "application/json");
+  const response = await auth.handler(
+    new Request(c.req.url, {
+      method: c.req.method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    }),
+  );
+  const passHeaders: Record<string, string | string[]> = {};
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) passHeaders["Set-Cookie"] = cookies;
+  if (response.ok) {
+    passHeaders["Content-Type"] = "application/json";
+    return c.body(await response.text(), response.status as ContentfulStatusCode, passHeaders);
+  }
+  const problem = (await response.json().catch(() => ({}))) as { code?: string; message?: string };
+  const exists = problem.code?.startsWith("USER_ALREADY_EXISTS");
+  const status = (exists ? 409 : response.status) as ContentfulStatusCode;
+  const code = STATUS_CODES[status] ?? (status >= 500 ? "INTERNAL" : "BAD_REQUEST");
+  const message = exists
+    ? "an account with this e-mail already exists"
+    : (problem.message ?? "authentication failed").replace(/\.$/, "").toLowerCase();
+  return c.json(errorBody(code, message, problem.code ? { reason: problem.code } : undefined), status, passHeaders);
+}
+
+export function authRoutes(auth: Auth) {
+  return createRouter()
+    .openapi(signUpRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
+    .openapi(signInRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
+    .openapi(signOutRoute, (c) => forward(c, auth, {}) as never)
+    .openapi(getSessionRoute, (c) => forward(c, auth) as never);
+}

@@ -1,0 +1,40 @@
+import { type Migration, type MigrationProvider, Migrator, sql } from "kysely";
+import type { DatabaseHandle, Dialect } from "./database.ts";
+import { foundation } from "./migrations/0001-foundation.ts";
+
+/** The migration set, in order. Each entry is written once and never edited after it ships. */
+function migrations(dialect: Dialect): Record<string, Migration> {
+  return {
+    "0001-foundation": foundation(dialect),
+  };
+}
+
+class StaticMigrationProvider implements MigrationProvider {
+  constructor(private readonly dialect: Dialect) {}
+
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return migrations(this.dialect);
+  }
+}
+
+/**
+ * Brings the schema up to date. Safe to run from several processes at once: Kysely's migrator
+ * takes a lock (an advisory lock on PostgreSQL) before it looks at what has been applied.
+ */
+export async function migrateToLatest(handle: DatabaseHandle, schema?: string): Promise<void> {
+  if (handle.dialect === "postgres" && schema) {
+    await sql`create schema if not exists ${sql.id(schema)}`.execute(handle.db);
+  }
+  const migrator = new Migrator({
+    db: handle.db,
+    provider: new StaticMigrationProvider(handle.dialect),
+    ...(handle.dialect === "postgres" && schema ? { migrationTableSchema: schema } : {}),
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((result) => result.status === "Error");
+    throw new Error(`migration ${failed?.migrationName ?? "(unknown)"} failed: ${String(error)}`, {
+      cause: error,
+    });
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Table types for Kysely. Plinth's own tables keep timestamps as ISO-8601 UTC text and JSON as
+ * text on both dialects: one schema, one code path, and `toISOString()` text sorts chronologically.
+ * The better-auth tables (users, sessions, auth_accounts, verifications) use each dialect's native
+ * date and boolean types, as better-auth's adapter expects.
+ */
+export interface UsersTable {
+  id: string;
+  name: string;
+  email: string;
+  email_verified: boolean | number;
+  image: string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+  title: string | null;
+  timezone: string | null;
+  preferences: string | null;
+}
+
+export interface SessionsTable {
+  id: string;
+  user_id: string;
+  token: string;
+  expires_at: Date | string;
+  ip_address: string | null;
+  user_agent: string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+export interface OrgsTable {
+  id: string;
+  slug: string;
+  name: string;
+  plan_id: string;
+  residency: string;
+  default_region: string;
+  ip_allowlist: string;
+  webhook_url: string | null;
+  webhook_secret: string | null;
+  status: string;
+  purpose: string | null;
+  team_size: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+export interface MembershipsTable {
+  id: string;
+  org_id: string;
+  account_id: string;
+  role: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InvitationsTable {
+  id: string;
+  org_id: string;
+  email: string;
+  role: string;
+  token_hash: string;
+  status: string;
+  invited_by: string | null;
+  expires_at: string;
+  created_at: string;
+  updated_at: string;
+  accepted_at: string | null;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  org_id: string;
+  name: string;
+  scope: string;
+  prefix: string;
+  token_hash: string;
+  mcp_tools: string | null;
+  expires_at: string | null;
+  last_used_at: string | null;
+  created_at: string;
+  created_by: string;
+  revoked_at: string | null;
+}
+
+export interface AuditEventsTable {
+  id: string;
+  org_id: string | null;
+  action: string;
+  actor_type: string;
+  actor_id: string;
+  actor_email: string | null;
+  target_type: string;
+  target_id: string;
+  data: string | null;
+  ip: string | null;
+  created_at: string;
+}
+
+export interface RateLimitsTable {
+  bucket: string;
+  window_start: number;
+  hits: number;
+}
+
+export interface Database {
+  users: UsersTable;
+  sessions: SessionsTable;
+  orgs: OrgsTable;
+  memberships: MembershipsTable;
+  invitations: InvitationsTable;
+  api_keys: ApiKeysTable;
+  audit_events: AuditEventsTable;
+  rate_limits: RateLimitsTable;
+}

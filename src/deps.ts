@@ -1,0 +1,17 @@
+import type { Kysely } from "kysely";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import type { Dialect } from "./db/database.ts";
+import type { Database } from "./db/schema.ts";
+import type { Logger } from "./logger.ts";
+import type { Mailer } from "./mail/mailer.ts";
+
+/** What services need from the outside world; built once in main.ts (or by the test harness). */
+export interface Deps {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  mailer: Mailer;
+}

@@ -1,0 +1,22 @@
+import { z } from "@hono/zod-openapi";
+
+export const AccountSchema = z
+  .object({
+    id: z.string(),
+    email: z.string(),
+    name: z.string().nullable(),
+    emailVerified: z.boolean(),
+    title: z.string().nullable(),
+    timezone: z.string().nullable(),
+    preferences: z.record(z.string(), z.unknown()).nullable().optional(),
+  })
+  .openapi("Account");
+
+export const UpdateAccountInput = z
+  .object({
+    name: z.string().max(120).optional(),
+    title: z.string().max(120).optional(),
+    timezone: z.string().max(60).optional(),
+    preferences: z.record(z.string(), z.unknown().nullable()).optional(),
+  })
+  .openapi("UpdateAccountInput");

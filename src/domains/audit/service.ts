@@ -1,0 +1,128 @@
+import { type Selectable, sql } from "kysely";
+import type { Db } from "../../db/database.ts";
+import type { AuditEventsTable } from "../../db/schema.ts";
+import { ValidationError } from "../../http/errors.ts";
+import { actorOf } from "../../http/principal.ts";
+import { newId } from "../../lib/ids.ts";
+import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import type { Ctx, OrgCtx } from "../context.ts";
+import { authorize } from "../orgs/access.ts";
+
+export interface AuditEntry {
+  /** Null for account-level events that belong to no org. */
+  orgId: string | null;
+  /** `entity.verb`, e.g. `org.created`, `api_key.revoked`. */
+  action: string;
+  target: { type: string; id: string };
+  /** What changed. Never secrets: callers pass only safe fields. */
+  data?: Record<string, unknown>;
+}
+
+/** Writes one audit row. Call it inside the transaction of the mutation it records. */
+export async function recordAudit(db: Db, ctx: Ctx, entry: AuditEntry): Promise<void> {
+  const actor = actorOf(ctx.principal);
+  const now = ctx.deps.clock.now();
+  await db
+    .insertInto("audit_events")
+    .values({
+      id: newId("aud", now),
+      org_id: entry.orgId,
+      action: entry.action,
+      actor_type: actor.type,
+      actor_id: actor.id,
+      actor_email: actor.email,
+      target_type: entry.target.type,
+      target_id: entry.target.id,
+      data: toJsonColumn(entry.data ?? {}),
+      ip: ctx.ip,
+      created_at: now.toISOString(),
+    })
+    .execute();
+}
+
+export interface AuditEvent {
+  id: string;
+  action: string;
+  actor: { type: string; id: string; email?: string };
+  target: { type: string; id: string };
+  data: Record<string, unknown>;
+  ip: string | null;
+  createdAt: string;
+}
+
+function toAuditEvent(row: Selectable<AuditEventsTable>): AuditEvent {
+  return {
+    id: row.id,
+    action: row.action,
+    actor: {
+      type: row.actor_type,
+      id: row.actor_id,
+      ...(row.actor_email ? { email: row.actor_email } : {}),
+    },
+    target: { type: row.target_type, id: row.target_id },
+    data: fromJsonColumn(row.data, {}),
+    ip: row.ip,
+    createdAt: row.created_at,
+  };
+}
+
+export interface AuditQuery {
+  action?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+  limit?: string | undefined;
+  offset?: string | undefined;
+}
+
+export const AUDIT_DEFAULT_LIMIT = 50;
+export const AUDIT_MAX_LIMIT = 500;
+
+/** ISO-8601 text or Unix milliseconds → ISO-8601 UTC, or null when it is neither. */
+function parseInstant(value: string): string | null {
+  const trimmed = value.trim();
+  const date = /^\d+$/.test(trimmed) ? new Date(Number(trimmed)) : new Date(trimmed);
+  return Number.isNaN(date.getTime()) || trimmed === "" ? null : date.toISOString();
+}
+
+function parseCount(value: string, min: number, max: number): number | null {
+  if (!/^\d+$/.test(value.trim())) return null;
+  const n = Number(value);
+  return n >= min && n <= max ? n : null;
+}
+
+/**
+ * Newest first. `action` matches exactly, or by prefix when it ends in `.*` (`member.*`);
+ * `from`/`to` bound `createdAt` inclusively.
+ */
+export async function listAuditEvents({ ctx, query }: { ctx: OrgCtx; query: AuditQuery }) {
+  authorize(ctx, "audit:read");
+  const issues: { path: string; message: string }[] = [];
+  const from = query.from === undefined ? undefined : parseInstant(query.from);
+  const to = query.to === undefined ? undefined : parseInstant(query.to);
+  const limit = query.limit === undefined ? AUDIT_DEFAULT_LIMIT : parseCount(query.limit, 1, AUDIT_MAX_LIMIT);
+  const offset = query.offset === undefined ? 0 : parseCount(query.offset, 0, Number.MAX_SAFE_INTEGER);
+  if (from === null) issues.push({ path: "from", message: "must be an ISO-8601 date-time or Unix milliseconds" });
+  if (to === null) issues.push({ path: "to", message: "must be an ISO-8601 date-time or Unix milliseconds" });
+  if (limit === null) issues.push({ path: "limit", message: `must be an integer from 1 to ${AUDIT_MAX_LIMIT}` });
+  if (offset === null) issues.push({ path: "offset", message: "must be a non-negative integer" });
+  if (issues.length > 0) throw new ValidationError(issues);
+
+  let select = ctx.deps.db.selectFrom("audit_events").selectAll().where("org_id", "=", ctx.org.id);
+  if (query.action) {
+    if (query.action.endsWith(".*")) {
+      const prefix = query.action.slice(0, -1);
+      select = select.where(sql<string>`substr(action, 1, ${prefix.length})`, "=", prefix);
+    } else {
+      select = select.where("action", "=", query.action);
+    }
+  }
+  if (from) select = select.where("created_at", ">=", from);
+  if (to) select = select.where("created_at", "<=", to);
+  const rows = await select
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(limit as number)
+    .offset(offset as number)
+    .execute();
+  return { events: rows.map(toAuditEvent) };
+}

@@ -1,0 +1,379 @@
+import type { z } from "@hono/zod-openapi";
+import type { Db } from "../../db/database.ts";
+import { isUniqueViolation } from "../../db/database.ts";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import type { AccountPrincipal } from "../../http/principal.ts";
+import { newId } from "../../lib/ids.ts";
+import { randomToken, sha256Hex } from "../../lib/tokens.ts";
+import { recordAudit } from "../audit/service.ts";
+import type { Ctx, OrgCtx } from "../context.ts";
+import { authorize, type Role } from "../orgs/access.ts";
+import type { InviteInput, MemberSchema } from "./schemas.ts";
+
+type Member = z.infer<typeof MemberSchema>;
+
+const DAY_MS = 86_400_000;
+
+function isInvitationId(id: string): boolean {
+  return id.startsWith("inv_");
+}
+
+function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** Members first (oldest first), then invitations that have not been accepted or revoked. */
+export async function listMembers({ ctx }: { ctx: OrgCtx }): Promise<{ members: Member[] }> {
+  authorize(ctx, "members:read");
+  const { db, clock } = ctx.deps;
+  const [memberships, invitations] = await Promise.all([
+    db
+      .selectFrom("memberships")
+      .innerJoin("users", "users.id", "memberships.account_id")
+      .select([
+        "memberships.id",
+        "memberships.account_id",
+        "memberships.role",
+        "memberships.created_at",
+        "users.email",
+        "users.name",
+      ])
+      .where("memberships.org_id", "=", ctx.org.id)
+      .orderBy("memberships.created_at")
+      .orderBy("memberships.id")
+      .execute(),
+    db
+      .selectFrom("invitations")
+      .selectAll()
+      .where("org_id", "=", ctx.org.id)
+      .where("status", "=", "pending")
+      .orderBy("created_at")
+      .orderBy("id")
+      .execute(),
+  ]);
+  const now = clock.now().toISOString();
+  return {
+    members: [
+      ...memberships.map((m) => ({
+        id: m.id,
+        accountId: m.account_id,
+        email: m.email,
+        name: m.name || null,
+        role: m.role as Role,
+        status: "active" as const,
+        joinedAt: m.created_at,
+        invitedAt: null,
+        expiresAt: null,
+      })),
+      ...invitations.map((i) => ({
+        id: i.id,
+        accountId: null,
+        email: i.email,
+        name: null,
+        role: i.role as Role,
+        status: i.expires_at > now ? ("invited" as const) : ("expired" as const),
+        joinedAt: null,
+        invitedAt: i.created_at,
+        expiresAt: i.expires_at,
+      })),
+    ],
+  };
+}
+
+/** Granting or taking away `owner`, or touching an owner, is for a signed-in owner only. */
+function requireOwner(ctx: OrgCtx): void {
+  if (ctx.principal.type !== "account" || ctx.role !== "owner") {
+    throw new ForbiddenError("only a signed-in owner can grant, change or remove the owner role");
+  }
+}
+
+async function ownerCount(db: Db, orgId: string): Promise<number> {
+  const row = await db
+    .selectFrom("memberships")
+    .select((eb) => eb.fn.countAll<number | string>().as("n"))
+    .where("org_id", "=", orgId)
+    .where("role", "=", "owner")
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+async function findMembership(db: Db, orgId: string, id: string) {
+  return db.selectFrom("memberships").selectAll().where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
+}
+
+async function findPendingInvitation(db: Db, orgId: string, id: string) {
+  return db
+    .selectFrom("invitations")
+    .selectAll()
+    .where("org_id", "=", orgId)
+    .where("id", "=", id)
+    .where("status", "=", "pending")
+    .executeTakeFirst();
+}
+
+export async function changeMemberRole({ ctx, id, role }: { ctx: OrgCtx; id: string; role: Role }): Promise<void> {
+  authorize(ctx, "members:manage");
+  const { clock } = ctx.deps;
+  const at = clock.now().toISOString();
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    if (isInvitationId(id)) {
+      const invitation = await findPendingInvitation(trx, ctx.org.id, id);
+      if (!invitation) throw new NotFoundError("member not found");
+      if (role === "owner") {
+        throw new ValidationError([{ path: "role", message: "invitations can assign admin, developer or viewer" }]);
+      }
+      await trx.updateTable("invitations").set({ role, updated_at: at }).where("id", "=", id).execute();
+      await recordAudit(trx, ctx, {
+        orgId: ctx.org.id,
+        action: "invitation.role_changed",
+        target: { type: "invitation", id },
+        data: { email: invitation.email, from: invitation.role, to: role },
+      });
+      return;
+    }
+    const member = await findMembership(trx, ctx.org.id, id);
+    if (!member) throw new NotFoundError("member not found");
+    if (member.role === role) return;
+    if (role === "owner" || member.role === "owner") requireOwner(ctx);
+    if (member.role === "owner" && (await ownerCount(trx, ctx.org.id)) <= 1) {
+      throw new ConflictError("the last owner cannot be demoted; make another member owner first");
+    }
+    await trx.updateTable("memberships").set({ role, updated_at: at }).where("id", "=", id).execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "member.role_changed",
+      target: { type: "member", id },
+      data: { accountId: member.account_id, from: member.role, to: role },
+    });
+  });
+}
+
+/** Removes a member (anyone may remove themselves) or revokes a pending invitation. */
+export async function removeMember({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
+  const at = ctx.deps.clock.now().toISOString();
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    if (isInvitationId(id)) {
+      authorize(ctx, "members:manage");
+      const invitation = await findPendingInvitation(trx, ctx.org.id, id);
+      if (!invitation) throw new NotFoundError("member not found");
+      await trx.updateTable("invitations").set({ status: "revoked", updated_at: at }).where("id", "=", id).execute();
+      await recordAudit(trx, ctx, {
+        orgId: ctx.org.id,
+        action: "invitation.revoked",
+        target: { type: "invitation", id },
+        data: { email: invitation.email },
+      });
+      return;
+    }
+    const member = await findMembership(trx, ctx.org.id, id);
+    const leaving = ctx.principal.type === "account" && member?.account_id === ctx.principal.accountId;
+    if (!leaving) authorize(ctx, "members:manage");
+    if (!member) throw new NotFoundError("member not found");
+    if (member.role === "owner") {
+      if (!leaving) requireOwner(ctx);
+      if ((await ownerCount(trx, ctx.org.id)) <= 1) {
+        throw new ConflictError("the last owner cannot leave or be removed; make another member owner first");
+      }
+    }
+    await trx.deleteFrom("memberships").where("id", "=", id).execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: leaving ? "member.left" : "member.removed",
+      target: { type: "member", id },
+      data: { accountId: member.account_id, role: member.role },
+    });
+  });
+}
+
+function invitationMail(ctx: OrgCtx, email: string, role: string, token: string, expiresAt: string) {
+  const inviter = ctx.principal.type === "account" ? ctx.principal.email : "An administrator";
+  const link = `${ctx.deps.config.publicUrl}/accept-invite?token=${encodeURIComponent(token)}`;
+  return {
+    to: email,
+    subject: `You're invited to join ${ctx.org.name} on Plinth`,
+    text: [
+      `${inviter} invited you to join the organization "${ctx.org.name}" on Plinth as ${role}.`,
+      "",
+      `Accept the invitation: ${link}`,
+      "",
+      `Sign in (or sign up) with ${email} first. The invitation expires at ${expiresAt}.`,
+    ].join("\n"),
+  };
+}
+
+/**
+ * The mail is sent after the invitation commits; a failed send is logged and the invitation
+ * stays valid, so an admin can resend it.
+ */
+async function sendInvitationMail(ctx: OrgCtx, mail: ReturnType<typeof invitationMail>): Promise<void> {
+  try {
+    await ctx.deps.mailer.send(mail);
+  } catch (error) {
+    ctx.deps.log.error({ err: error, orgId: ctx.org.id }, "sending the invitation mail failed");
+  }
+}
+
+export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof InviteInput> }) {
+  authorize(ctx, "members:manage");
+  const { db, clock, config } = ctx.deps;
+  const email = normalizeEmail(input.email);
+  const now = clock.now();
+  const at = now.toISOString();
+  const expiresAt = new Date(now.getTime() + config.invitationTtlDays * DAY_MS).toISOString();
+  const token = randomToken("", 32);
+  const id = newId("inv", now);
+
+  try {
+    await db.transaction().execute(async (trx) => {
+      const existingMember = await trx
+        .selectFrom("memberships")
+        .innerJoin("users", "users.id", "memberships.account_id")
+        .select("memberships.id")
+        .where("memberships.org_id", "=", ctx.org.id)
+        .where((eb) => eb(eb.fn("lower", ["users.email"]), "=", email))
+        .executeTakeFirst();
+      if (existingMember) throw new ConflictError(`${email} is already a member of this organization`);
+      // An expired invitation for the same address is replaced; a live one must be resent instead.
+      const pending = await trx
+        .selectFrom("invitations")
+        .select(["id", "expires_at"])
+        .where("org_id", "=", ctx.org.id)
+        .where("email", "=", email)
+        .where("status", "=", "pending")
+        .executeTakeFirst();
+      if (pending && pending.expires_at > at) {
+        throw new ConflictError(`${email} already has a pending invitation; resend it instead`);
+      }
+      if (pending) {
+        await trx
+          .updateTable("invitations")
+          .set({ status: "expired", updated_at: at })
+          .where("id", "=", pending.id)
+          .execute();
+      }
+      await trx
+        .insertInto("invitations")
+        .values({
+          id,
+          org_id: ctx.org.id,
+          email,
+          role: input.role,
+          token_hash: sha256Hex(token),
+          status: "pending",
+          invited_by: ctx.principal.type === "account" ? ctx.principal.accountId : ctx.principal.keyId,
+          expires_at: expiresAt,
+          created_at: at,
+          updated_at: at,
+          accepted_at: null,
+        })
+        .execute();
+      await recordAudit(trx, ctx, {
+        orgId: ctx.org.id,
+        action: "member.invited",
+        target: { type: "invitation", id },
+        data: { email, role: input.role },
+      });
+    });
+  } catch (error) {
+    if (isUniqueViolation(error)) {
+      throw new ConflictError(`${email} already has a pending invitation; resend it instead`);
+    }
+    throw error;
+  }
+  await sendInvitationMail(ctx, invitationMail(ctx, email, input.role, token, expiresAt));
+  return { invite: { id, email, role: input.role, status: "invited", expiresAt } };
+}
+
+/** Sends a pending (or expired) invitation again with a new token; the old token stops working. */
+export async function resendInvitation({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
+  authorize(ctx, "members:manage");
+  const { db, clock, config } = ctx.deps;
+  if (!isInvitationId(id)) {
+    const member = await findMembership(db, ctx.org.id, id);
+    if (member) throw new ConflictError("this member has already joined; there is no invitation to resend");
+    throw new NotFoundError("member not found");
+  }
+  const now = clock.now();
+  const at = now.toISOString();
+  const expiresAt = new Date(now.getTime() + config.invitationTtlDays * DAY_MS).toISOString();
+  const token = randomToken("", 32);
+  const invitation = await db.transaction().execute(async (trx) => {
+    const found = await findPendingInvitation(trx, ctx.org.id, id);
+    if (!found) throw new NotFoundError("member not found");
+    await trx
+      .updateTable("invitations")
+      .set({ token_hash: sha256Hex(token), expires_at: expiresAt, updated_at: at })
+      .where("id", "=", id)
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "invitation.resent",
+      target: { type: "invitation", id },
+      data: { email: found.email },
+    });
+    return found;
+  });
+  await sendInvitationMail(ctx, invitationMail(ctx, invitation.email, invitation.role, token, expiresAt));
+}
+
+/** Joins the org of the invitation; the signed-in account's e-mail must be the invited one. */
+export async function acceptInvitation({
+  ctx,
+  account,
+  token,
+}: {
+  ctx: Ctx;
+  account: AccountPrincipal;
+  token: string;
+}): Promise<{ orgSlug: string }> {
+  const { db, clock } = ctx.deps;
+  const now = clock.now();
+  const at = now.toISOString();
+  return db.transaction().execute(async (trx) => {
+    const invitation = await trx
+      .selectFrom("invitations")
+      .innerJoin("orgs", "orgs.id", "invitations.org_id")
+      .selectAll("invitations")
+      .select("orgs.slug as org_slug")
+      .where("invitations.token_hash", "=", sha256Hex(token))
+      .where("invitations.status", "=", "pending")
+      .where("orgs.deleted_at", "is", null)
+      .executeTakeFirst();
+    if (!invitation) throw new NotFoundError("invitation not found; it may have been revoked or already used");
+    if (invitation.expires_at <= at) throw new ConflictError("invitation has expired; ask for it to be resent");
+    if (normalizeEmail(account.email) !== invitation.email) {
+      throw new ForbiddenError("this invitation was sent to a different e-mail address");
+    }
+    const already = await trx
+      .selectFrom("memberships")
+      .select("id")
+      .where("org_id", "=", invitation.org_id)
+      .where("account_id", "=", account.accountId)
+      .executeTakeFirst();
+    if (already) throw new ConflictError("you are already a member of this organization");
+    const memberId = newId("mem", now);
+    await trx
+      .insertInto("memberships")
+      .values({
+        id: memberId,
+        org_id: invitation.org_id,
+        account_id: account.accountId,
+        role: invitation.role,
+        created_at: at,
+        updated_at: at,
+      })
+      .execute();
+    await trx
+      .updateTable("invitations")
+      .set({ status: "accepted", accepted_at: at, updated_at: at })
+      .where("id", "=", invitation.id)
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: invitation.org_id,
+      action: "member.joined",
+      target: { type: "member", id: memberId },
+      data: { accountId: account.accountId, email: invitation.email, role: invitation.role },
+    });
+    return { orgSlug: invitation.org_slug };
+  });
+}

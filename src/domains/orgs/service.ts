@@ -1,0 +1,195 @@
+import type { z } from "@hono/zod-openapi";
+import type { Kysely } from "kysely";
+import { isUniqueViolation } from "../../db/database.ts";
+import type { Database } from "../../db/schema.ts";
+import { ConflictError } from "../../http/errors.ts";
+import type { AccountPrincipal } from "../../http/principal.ts";
+import { newId } from "../../lib/ids.ts";
+import { toJsonColumn } from "../../lib/json.ts";
+import { firstFreeSlug, slugify } from "../../lib/slug.ts";
+import { randomToken } from "../../lib/tokens.ts";
+import { recordAudit } from "../audit/service.ts";
+import type { Ctx, OrgCtx } from "../context.ts";
+import { authorize, type Role } from "./access.ts";
+import { DEFAULT_REGION_BY_RESIDENCY, type Org, type OrgRow, toOrg } from "./records.ts";
+import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
+
+const SLUG_ATTEMPTS = 5;
+
+/** Live slugs equal to `base` or of the form `base-N`. */
+async function takenSlugs(db: Kysely<Database>, base: string): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom("orgs")
+    .select("slug")
+    .where("deleted_at", "is", null)
+    .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
+    .execute();
+  return new Set(rows.map((row) => row.slug));
+}
+
+/** Creates an org with the caller as its owner. */
+export async function createOrg({
+  ctx,
+  account,
+  input,
+}: {
+  ctx: Ctx;
+  account: AccountPrincipal;
+  input: z.infer<typeof CreateOrgInput>;
+}): Promise<Org> {
+  const { db, clock } = ctx.deps;
+  const base = slugify(input.name, "org");
+  const residency = input.residency ?? "global";
+  // Two creations can pick the same free slug; the unique index refuses the second, which retries.
+  for (let attempt = 1; ; attempt++) {
+    const now = clock.now();
+    const at = now.toISOString();
+    const row: OrgRow = {
+      id: newId("org", now),
+      slug: firstFreeSlug(base, await takenSlugs(db, base)),
+      name: input.name,
+      plan_id: "free",
+      residency,
+      default_region: input.defaultRegion ?? DEFAULT_REGION_BY_RESIDENCY[residency],
+      ip_allowlist: "[]",
+      webhook_url: null,
+      webhook_secret: null,
+      status: "active",
+      purpose: input.purpose ?? null,
+      team_size: input.teamSize ?? null,
+      created_at: at,
+      updated_at: at,
+      deleted_at: null,
+    };
+    try {
+      await db.transaction().execute(async (trx) => {
+        await trx.insertInto("orgs").values(row).execute();
+        await trx
+          .insertInto("memberships")
+          .values({
+            id: newId("mem", now),
+            org_id: row.id,
+            account_id: account.accountId,
+            role: "owner",
+            created_at: at,
+            updated_at: at,
+          })
+          .execute();
+        await recordAudit(trx, ctx, {
+          orgId: row.id,
+          action: "org.created",
+          target: { type: "org", id: row.id },
+          data: { name: row.name, slug: row.slug, residency: row.residency, defaultRegion: row.default_region },
+        });
+      });
+      return toOrg(row);
+    } catch (error) {
+      if (!isUniqueViolation(error) || attempt >= SLUG_ATTEMPTS) throw error;
+    }
+  }
+}
+
+export type OrgMembership = Org & { role: Role };
+
+/** The caller's orgs with the caller's role in each. An API key sees its own org, as admin. */
+export async function listOrgs({ ctx }: { ctx: Ctx }): Promise<OrgMembership[]> {
+  const { principal } = ctx;
+  if (principal.type === "api_key") return [{ ...toOrg(principal.org), role: "admin" }];
+  const rows = await ctx.deps.db
+    .selectFrom("orgs")
+    .innerJoin("memberships", "memberships.org_id", "orgs.id")
+    .selectAll("orgs")
+    .select("memberships.role as member_role")
+    .where("memberships.account_id", "=", principal.accountId)
+    .where("orgs.deleted_at", "is", null)
+    .orderBy("orgs.created_at")
+    .orderBy("orgs.id")
+    .execute();
+  return rows.map(({ member_role, ...org }) => ({ ...toOrg(org), role: member_role as Role }));
+}
+
+export async function getOverview({ ctx }: { ctx: OrgCtx }) {
+  authorize(ctx, "org:read");
+  return { org: toOrg(ctx.org), role: ctx.role, projectCount: 0, projects: [] };
+}
+
+export async function updateOrg({
+  ctx,
+  input,
+}: {
+  ctx: OrgCtx;
+  input: z.infer<typeof UpdateOrgInput>;
+}): Promise<{ org: Org; webhookSecret?: string }> {
+  authorize(ctx, "org:update");
+  const { org } = ctx;
+  const changes: Partial<OrgRow> = {};
+  const changed: Record<string, unknown> = {};
+  if (input.name !== undefined && input.name !== org.name) {
+    changes.name = input.name;
+    changed.name = input.name;
+  }
+  if (input.defaultRegion !== undefined && input.defaultRegion !== org.default_region) {
+    changes.default_region = input.defaultRegion;
+    changed.defaultRegion = input.defaultRegion;
+  }
+  if (input.ipAllowlist !== undefined) {
+    const entries = input.ipAllowlist.map((entry) => entry.trim());
+    changes.ip_allowlist = toJsonColumn(entries) ?? "[]";
+    changed.ipAllowlist = entries;
+  }
+  // A new webhook URL gets a new signing secret, returned once in this response.
+  let webhookSecret: string | undefined;
+  if (input.webhookUrl !== undefined && input.webhookUrl !== org.webhook_url) {
+    webhookSecret = input.webhookUrl === null ? undefined : randomToken("whsec_", 24);
+    changes.webhook_url = input.webhookUrl;
+    changes.webhook_secret = webhookSecret ?? null;
+    changed.webhookUrl = input.webhookUrl;
+  }
+  if (Object.keys(changes).length === 0) return { org: toOrg(org) };
+
+  const updatedAt = ctx.deps.clock.now().toISOString();
+  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("orgs")
+      .set({ ...changes, updated_at: updatedAt })
+      .where("id", "=", org.id)
+      .where("deleted_at", "is", null)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await recordAudit(trx, ctx, {
+      orgId: org.id,
+      action: "org.updated",
+      target: { type: "org", id: org.id },
+      data: changed,
+    });
+    return row;
+  });
+  return { org: toOrg(updated), ...(webhookSecret ? { webhookSecret } : {}) };
+}
+
+/** Soft-deletes the org: it vanishes from every read, its keys stop working, pending invitations lapse. */
+export async function deleteOrg({ ctx }: { ctx: OrgCtx }): Promise<void> {
+  authorize(ctx, "org:delete");
+  const at = ctx.deps.clock.now().toISOString();
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    const deleted = await trx
+      .updateTable("orgs")
+      .set({ status: "deleted", deleted_at: at, updated_at: at })
+      .where("id", "=", ctx.org.id)
+      .where("deleted_at", "is", null)
+      .executeTakeFirst();
+    if (Number(deleted.numUpdatedRows) === 0) throw new ConflictError("organization is already deleted");
+    await trx
+      .updateTable("invitations")
+      .set({ status: "revoked", updated_at: at })
+      .where("org_id", "=", ctx.org.id)
+      .where("status", "=", "pending")
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "org.deleted",
+      target: { type: "org", id: ctx.org.id },
+      data: { slug: ctx.org.slug },
+    });
+  });
+}

@@ -1,0 +1,15 @@
+import type { Logger } from "../logger.ts";
+import type { AppError } from "./errors.ts";
+import type { Principal } from "./principal.ts";
+
+export interface AppEnv {
+  Variables: {
+    requestId: string;
+    log: Logger;
+    clientIp: string | null;
+    /** Who is calling; null when no credentials were presented. */
+    principal: Principal | null;
+    /** Why presented credentials were refused (401 or 403), raised when an operation needs a caller. */
+    authError?: AppError;
+  };
+}

@@ -1,0 +1,183 @@
+import type { MiddlewareHandler } from "hono";
+import type { Kysely } from "kysely";
+import type { Clock } from "../clock.ts";
+import type { Database } from "../db/schema.ts";
+import type { Logger } from "../logger.ts";
+import type { AppEnv } from "./context.ts";
+import { AppError } from "./errors.ts";
+
+export interface RateDecision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until the current window ends. */
+  resetSeconds: number;
+}
+
+interface WindowState {
+  window: number;
+  /** Hits in the database for this bucket and window, as of the last load or flush. */
+  stored: number;
+  /** Hits taken by this process and not yet written. */
+  pending: number;
+  loading: Promise<void> | undefined;
+}
+
+const FLUSH_INTERVAL_MS = 200;
+const BATCH_SIZE = 200;
+
+/**
+ * Fixed-window counters shared by every process through the `rate_limits` table.
+ *
+ * Writing each hit to the database would put a write on every request, so each process counts
+ * locally and adds its hits to the shared row every 200 ms (one batched upsert that also reads
+ * back the total). A bucket's count is loaded from the database the first time a process sees it
+ * in a window. With one process the count is exact; with several, a process can miss at most the
+ * other processes' hits of the last flush interval.
+ */
+export class RateLimiter {
+  private readonly windows = new Map<string, WindowState>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private lastCleanupWindow = 0;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly windowMs = 60_000,
+  ) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flush();
+  }
+
+  async hit(bucket: string, limit: number): Promise<RateDecision> {
+    const now = this.clock.now().getTime();
+    const window = Math.floor(now / this.windowMs);
+    let state = this.windows.get(bucket);
+    if (!state || state.window < window) {
+      const fresh: WindowState = { window, stored: 0, pending: 0, loading: undefined };
+      fresh.loading = this.load(bucket, fresh);
+      // Unflushed hits of a window that has ended no longer limit anyone; they are dropped.
+      this.windows.set(bucket, fresh);
+      state = fresh;
+    }
+    if (state.loading) await state.loading;
+    const used = state.stored + state.pending;
+    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * this.windowMs - now) / 1000));
+    if (used >= limit) return { allowed: false, limit, remaining: 0, resetSeconds };
+    state.pending++;
+    return { allowed: true, limit, remaining: limit - used - 1, resetSeconds };
+  }
+
+  private async load(bucket: string, state: WindowState): Promise<void> {
+    try {
+      const row = await this.db
+        .selectFrom("rate_limits")
+        .select("hits")
+        .where("bucket", "=", bucket)
+        .where("window_start", "=", state.window)
+        .executeTakeFirst();
+      state.stored = Number(row?.hits ?? 0);
+    } catch (error) {
+      this.log.error({ err: error }, "loading a rate-limit counter failed; counting locally");
+    } finally {
+      state.loading = undefined;
+    }
+  }
+
+  /** Adds pending hits to the shared counters and reads back the totals. */
+  async flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    this.flushing = this.writePending().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private async writePending(): Promise<void> {
+    const current = Math.floor(this.clock.now().getTime() / this.windowMs);
+    const dirty: [string, WindowState, number][] = [];
+    for (const [bucket, state] of this.windows) {
+      if (state.window < current) this.windows.delete(bucket);
+      else if (state.pending > 0) dirty.push([bucket, state, state.pending]);
+    }
+    for (let i = 0; i < dirty.length; i += BATCH_SIZE) {
+      const batch = dirty.slice(i, i + BATCH_SIZE);
+      try {
+        const rows = await this.db
+          .insertInto("rate_limits")
+          .values(batch.map(([bucket, state, hits]) => ({ bucket, window_start: state.window, hits })))
+          .onConflict((oc) =>
+            oc.columns(["bucket", "window_start"]).doUpdateSet((eb) => ({
+              hits: eb("rate_limits.hits", "+", eb.ref("excluded.hits")),
+            })),
+          )
+          .returning(["bucket", "window_start", "hits"])
+          .execute();
+        const totals = new Map(rows.map((row) => [`${row.bucket}\u0000${row.window_start}`, Number(row.hits)]));
+        for (const [bucket, state, hits] of batch) {
+          state.pending -= hits;
+          state.stored = totals.get(`${bucket}\u0000${state.window}`) ?? state.stored + hits;
+        }
+      } catch (error) {
+        this.log.error({ err: error }, "writing rate-limit counters failed; will retry");
+      }
+    }
+    if (current > this.lastCleanupWindow) {
+      this.lastCleanupWindow = current;
+      await this.db
+        .deleteFrom("rate_limits")
+        .where("window_start", "<", current - 1)
+        .execute()
+        .catch((error: unknown) => this.log.error({ err: error }, "pruning rate-limit counters failed"));
+    }
+  }
+}
+
+export class RateLimitedError extends AppError {
+  constructor(readonly retryAfterSeconds: number) {
+    super(429, "RATE_LIMITED", `rate limit exceeded; retry in ${retryAfterSeconds}s`);
+  }
+}
+
+/**
+ * Limits each principal (API key, signed-in account, or client address when anonymous) per
+ * minute, and stricter per address on sign-in and sign-up. Every response carries the
+ * `RateLimit-*` headers; a refusal adds `Retry-After`.
+ */
+export function rateLimit(
+  limiter: RateLimiter,
+  limits: { perMinute: number; authPerMinute: number },
+): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const principal = c.get("principal");
+    const credentialBound = c.req.method === "POST" && CREDENTIAL_PATHS.has(c.req.path);
+    const [bucket, limit] = credentialBound
+      ? [`auth:${c.get("clientIp")}`, limits.authPerMinute]
+      : principal?.type === "api_key"
+        ? [`key:${principal.keyId}`, limits.perMinute]
+        : principal?.type === "account"
+          ? [`account:${principal.accountId}`, limits.perMinute]
+          : [`ip:${c.get("clientIp")}`, limits.perMinute];
+    const decision = await limiter.hit(bucket, limit);
+    c.header("RateLimit-Limit", String(decision.limit));
+    c.header("RateLimit-Remaining", String(decision.remaining));
+    c.header("RateLimit-Reset", String(decision.resetSeconds));
+    if (!decision.allowed) {
+      c.header("Retry-After", String(decision.resetSeconds));
+      throw new RateLimitedError(decision.resetSeconds);
+    }
+    await next();
+  };
+}
+
+const CREDENTIAL_PATHS = new Set(["/api/auth/sign-in/email", "/api/auth/sign-up/email"]);

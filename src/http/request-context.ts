@@ -1,0 +1,51 @@
+import { randomUUID } from "node:crypto";
+import { getConnInfo } from "@hono/node-server/conninfo";
+import type { Context, MiddlewareHandler } from "hono";
+import { normalizeIp } from "../lib/ip.ts";
+import type { Logger } from "../logger.ts";
+import type { AppEnv } from "./context.ts";
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+function clientIpOf(c: Context<AppEnv>, trustProxy: boolean): string | null {
+  if (trustProxy) {
+    const forwarded = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
+    if (forwarded) return normalizeIp(forwarded);
+  }
+  try {
+    const address = getConnInfo(c).remote.address;
+    return address ? normalizeIp(address) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Gives every request an id (the caller's `X-Request-Id` when it is sane), its client address,
+ * and one log line when it ends.
+ */
+export function requestContext(log: Logger, trustProxy: boolean): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const started = performance.now();
+    const incoming = c.req.header("x-request-id");
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const clientIp = clientIpOf(c, trustProxy);
+    c.set("requestId", requestId);
+    c.set("clientIp", clientIp);
+    c.set("principal", null);
+    c.set("log", log);
+    c.header("X-Request-Id", requestId);
+    await next();
+    const status = c.res.status;
+    const principal = c.get("principal");
+    log[status >= 500 ? "error" : "info"]({
+      requestId,
+      method: c.req.method,
+      path: c.req.path,
+      status,
+      ms: Math.round((performance.now() - started) * 100) / 100,
+      ip: clientIp,
+      ...(principal ? { principal: principal.type === "account" ? principal.accountId : principal.keyId } : {}),
+    });
+  };
+}

@@ -1,0 +1,60 @@
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppEnv } from "./context.ts";
+import { ErrorEnvelopeSchema, type FieldIssue, ValidationError } from "./errors.ts";
+
+/** Turns zod issues into the `details` list of a 422: one `{path, message}` per failing field. */
+export function toFieldIssues(error: z.ZodError, target: string): FieldIssue[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.length > 0 ? issue.path.map(String).join(".") : target === "json" ? "body" : target,
+    message: issue.message,
+  }));
+}
+
+/** A router whose request validation failures become 422 VALIDATION envelopes. */
+export function createRouter() {
+  return new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw new ValidationError(toFieldIssues(result.error, result.target));
+    },
+  });
+}
+
+const errorContent = { "application/json": { schema: ErrorEnvelopeSchema } };
+
+const errorDescriptions = {
+  400: "Malformed request (invalid JSON or wrong content type)",
+  401: "Authentication required",
+  403: "Authenticated but not allowed",
+  404: "Not found",
+  409: "Conflict with the current state",
+  413: "Request body too large",
+  422: "Request validation failed",
+  429: "Rate limited",
+} as const;
+
+type ErrorStatus = keyof typeof errorDescriptions;
+
+/** The error responses an operation can give, for its OpenAPI entry. */
+export function errorResponses(...statuses: ErrorStatus[]) {
+  const all: ErrorStatus[] = statuses.length > 0 ? statuses : [400, 401, 403, 404, 409, 413, 422, 429];
+  return Object.fromEntries(
+    all.map((status) => [status, { description: errorDescriptions[status], content: errorContent }]),
+  ) as Record<ErrorStatus, { description: string; content: typeof errorContent }>;
+}
+
+/** Standard error set for authenticated operations. */
+export const authedErrors = errorResponses(400, 401, 403, 404, 409, 413, 422, 429);
+
+export function jsonContent<T extends z.ZodType>(schema: T, description: string) {
+  return { description, content: { "application/json": { schema } } };
+}
+
+export function jsonBody<T extends z.ZodType>(schema: T) {
+  return { required: true, content: { "application/json": { schema } } };
+}
+
+export const OkSchema = z.object({ ok: z.boolean() }).openapi("Ok");
+
+/** Both security schemes: every authenticated operation accepts either. */
+export const sessionOrKey: Record<string, string[]>[] = [{ sessionCookie: [] }, { apiKey: [] }];
+export const sessionOnly: Record<string, string[]>[] = [{ sessionCookie: [] }];

@@ -1,0 +1,49 @@
+import { ConfigError, loadConfig } from "./config.ts";
+import { createLogger } from "./logger.ts";
+import { startServer } from "./server.ts";
+
+const USAGE = `usage: plinth [serve]
+
+  serve   serve the API (the default)
+
+Configuration comes from the environment; see README.md.`;
+
+async function main(argv: string[]): Promise<void> {
+  const command = argv[0] ?? "serve";
+  if (command === "--help" || command === "-h" || command === "help") {
+    console.log(USAGE);
+    return;
+  }
+  if (command !== "serve") {
+    console.error(`plinth: unknown command '${command}'\n\n${USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`plinth: ${error.message}`);
+      process.exitCode = 1;
+      return;
+    }
+    throw error;
+  }
+  const log = createLogger(config);
+  const server = await startServer({ config, log });
+  const shutdown = (signal: string) => {
+    log.info({ signal }, "shutting down");
+    server.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+await main(process.argv.slice(2));
