@@ -1,0 +1,230 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { SMTPServer } from "smtp-server";
+import { ManualClock } from "../src/clock.ts";
+import { type Config, loadConfig } from "../src/config.ts";
+import { createLogger } from "../src/logger.ts";
+import { type RunningServer, startServer } from "../src/server.ts";
+
+/** Set by `npm test` runs against PostgreSQL; unset means embedded SQLite. */
+const POSTGRES_URL = process.env.DATABASE_URL;
+export const dialect = POSTGRES_URL ? "postgres" : "sqlite";
+
+export interface TestApp {
+  url: string;
+  clock: ManualClock;
+  server: RunningServer;
+  config: Config;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the real service on an ephemeral port against a fresh database: a new SQLite file, or a
+ * new schema in the PostgreSQL database of DATABASE_URL. `env` overrides configuration the way
+ * the environment would.
+ */
+export async function startApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-test-"));
+  const schema = POSTGRES_URL ? `t_${randomBytes(6).toString("hex")}` : undefined;
+  const config = loadConfig({
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    AUTH_SECRET: "test-secret-test-secret-test-secret-0123",
+    ...(POSTGRES_URL ? { DATABASE_URL: POSTGRES_URL, DATABASE_SCHEMA: schema } : {}),
+    ...env,
+  });
+  const clock = new ManualClock();
+  const server = await startServer({ config, clock, log: createLogger(config) });
+  return {
+    url: server.url,
+    clock,
+    server,
+    config,
+    async close() {
+      await server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+      if (POSTGRES_URL && schema) {
+        const client = new pg.Client({ connectionString: POSTGRES_URL });
+        await client.connect();
+        await client.query(`drop schema if exists ${schema} cascade`);
+        await client.end();
+      }
+    },
+  };
+}
+
+export interface CallOptions {
+  body?: unknown;
+  /** Sent as-is instead of JSON-encoding `body`. */
+  rawBody?: string;
+  cookie?: string;
+  token?: string;
+  headers?: Record<string, string>;
+}
+
+export interface CallResult {
+  status: number;
+  // biome-ignore lint/suspicious/noExplicitAny: tests read response bodies freely
+  body: any;
+  headers: Headers;
+}
+
+/** One HTTP request to the app; JSON in, JSON (or text) out. */
+export async function call(app: TestApp, method: string, pathname: string, options: CallOptions = {}) {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.cookie) headers.cookie = options.cookie;
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.rawBody !== undefined) body = options.rawBody;
+  else if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const response = await fetch(`${app.url}/api${pathname}`, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = text;
+  if (response.headers.get("content-type")?.includes("application/json") && text) parsed = JSON.parse(text);
+  return { status: response.status, body: parsed, headers: response.headers } as CallResult;
+}
+
+export interface TestUser {
+  cookie: string;
+  accountId: string;
+  email: string;
+}
+
+let userCounter = 0;
+
+export function uniqueEmail(label = "user"): string {
+  userCounter += 1;
+  return `${label}-${userCounter}-${randomBytes(3).toString("hex")}@example.test`;
+}
+
+/** Signs up a new account and returns its session cookie. */
+export async function signUp(app: TestApp, email = uniqueEmail(), name = "Test User"): Promise<TestUser> {
+  const response = await fetch(`${app.url}/api/auth/sign-up/email`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email, password: "correct-horse-battery", name }),
+  });
+  if (response.status !== 200) throw new Error(`sign-up failed: ${response.status} ${await response.text()}`);
+  const body = (await response.json()) as { user: { id: string } };
+  return { cookie: sessionCookieFrom(response.headers), accountId: body.user.id, email };
+}
+
+export function sessionCookieFrom(headers: Headers): string {
+  const cookie = headers.getSetCookie().find((c) => c.includes(".session_token="));
+  if (!cookie) throw new Error("no session cookie in response");
+  return cookie.split(";")[0] as string;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the org as the API returns it
+export async function createOrg(app: TestApp, user: TestUser, name = "Test Org"): Promise<any> {
+  const res = await call(app, "POST", "/org", { cookie: user.cookie, body: { name } });
+  if (res.status !== 201) throw new Error(`create org failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.org;
+}
+
+export async function createApiKey(
+  app: TestApp,
+  user: TestUser,
+  slug: string,
+  scope: "full" | "deploy" | "read-only",
+  extra: Record<string, unknown> = {},
+): Promise<{ token: string; id: string }> {
+  const res = await call(app, "POST", `/org/${slug}/api-keys`, {
+    cookie: user.cookie,
+    body: { name: `${scope} key`, scope, ...extra },
+  });
+  if (res.status !== 201) throw new Error(`create key failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return { token: res.body.token, id: res.body.apiKey.id };
+}
+
+export interface ReceivedMail {
+  from: string;
+  to: string[];
+  raw: string;
+}
+
+/** A real SMTP server that keeps every message it receives. */
+export async function startMailbox() {
+  const messages: ReceivedMail[] = [];
+  const waiters: (() => void)[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS"],
+    logger: false,
+    onData(stream, session, done) {
+      const chunks: Buffer[] = [];
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("end", () => {
+        messages.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw: Buffer.concat(chunks).toString("utf8"),
+        });
+        for (const wake of waiters.splice(0)) wake();
+        done();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.server.address() as { port: number }).port;
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    messages,
+    /** The newest message to `to`, waiting up to `timeoutMs` for it. */
+    async waitFor(to: string, since = 0, timeoutMs = 5000): Promise<ReceivedMail> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = messages.slice(since).findLast((m) => m.to.includes(to));
+        if (found) return found;
+        if (Date.now() > deadline) throw new Error(`no mail to ${to} within ${timeoutMs} ms`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 100);
+        });
+      }
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+export type Mailbox = Awaited<ReturnType<typeof startMailbox>>;
+
+/** The invitation token in an invitation mail (quoted-printable soft breaks undone). */
+export function invitationToken(mail: ReceivedMail): string {
+  const text = mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
+  const match = /accept-invite\?token=([A-Za-z0-9_%-]+)/.exec(text);
+  if (!match?.[1]) throw new Error("no invitation link in mail");
+  return decodeURIComponent(match[1]);
+}
+
+/** Invites `email` with `role` and accepts as `member`, through the real mail. */
+export async function addMember(
+  app: TestApp,
+  mailbox: Mailbox,
+  admin: TestUser,
+  slug: string,
+  role: "admin" | "developer" | "viewer",
+  member?: TestUser,
+): Promise<{ user: TestUser; memberId: string }> {
+  const user = member ?? (await signUp(app));
+  const since = mailbox.messages.length;
+  const invite = await call(app, "POST", `/org/${slug}/invitations`, {
+    cookie: admin.cookie,
+    body: { email: user.email, role },
+  });
+  if (invite.status !== 201) throw new Error(`invite failed: ${invite.status} ${JSON.stringify(invite.body)}`);
+  const token = invitationToken(await mailbox.waitFor(user.email, since));
+  const accepted = await call(app, "POST", "/invitations/accept", { cookie: user.cookie, body: { token } });
+  if (accepted.status !== 200) throw new Error(`accept failed: ${accepted.status} ${JSON.stringify(accepted.body)}`);
+  const members = await call(app, "GET", `/org/${slug}/members`, { cookie: admin.cookie });
+  const memberId = members.body.members.find((m: { accountId: string }) => m.accountId === user.accountId).id;
+  return { user, memberId };
+}
