@@ -16,6 +16,7 @@ import { orgRoutes } from "./domains/orgs/routes.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
 import { identify } from "./http/identify.ts";
+import { requirePrincipal } from "./http/principal.ts";
 import { type RateLimiter, rateLimit } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
@@ -70,9 +71,14 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
     identify(deps, auth),
     rateLimit(limiter, { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute }),
   );
+  const isSecured = securedOperations(api);
   api.use("*", async (c, next) => {
     if (PUBLIC_PATHS.has(c.req.path)) return next();
-    await identifyAndLimit(c, next);
+    await identifyAndLimit(c, async () => {
+      // Authentication comes before request validation: an anonymous caller learns nothing more.
+      if (!c.get("principal") && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
+      await next();
+    });
   });
 
   api
@@ -126,7 +132,9 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
     "/api/*",
     bodyLimit({
       maxSize: MAX_BODY_BYTES,
-      onError: () => {
+      onError: (c) => {
+        // The rest of the body is left unread, so this connection cannot carry another request.
+        c.header("Connection", "close");
         throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
       },
     }),
@@ -135,6 +143,25 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));
   return app;
+}
+
+/**
+ * Which requests need a caller, read from the operations' declared `security`, so the
+ * OpenAPI document and the enforcement cannot disagree. Compiled on first use, once every
+ * route is registered.
+ */
+function securedOperations(api: ReturnType<typeof createRouter>) {
+  let secured: { method: string; pattern: RegExp }[] | undefined;
+  return (method: string, path: string): boolean => {
+    secured ??= api.openAPIRegistry.definitions.flatMap((definition) => {
+      if (definition.type !== "route") return [];
+      const requirements = definition.route.security ?? [];
+      if (requirements.length === 0 || requirements.some((r) => Object.keys(r).length === 0)) return [];
+      const pattern = new RegExp(`^/api${definition.route.path.replace(/\{[^/]+\}/g, "[^/]+")}/?$`);
+      return [{ method: definition.route.method.toUpperCase(), pattern }];
+    });
+    return secured.some((op) => op.method === method && op.pattern.test(path));
+  };
 }
 
 /** Runs two middlewares as one. */

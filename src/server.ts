@@ -1,5 +1,7 @@
+import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
+import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { createAuth } from "./auth/better-auth.ts";
 import { resolveAuthSecret } from "./auth/secret.ts";
@@ -8,6 +10,7 @@ import type { Config } from "./config.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
+import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailer } from "./mail/mailer.ts";
@@ -16,6 +19,7 @@ export interface RunningServer {
   url: string;
   port: number;
   deps: Deps;
+  app: Hono<AppEnv>;
   /** Stops accepting, lets in-flight requests finish (bounded), flushes counters, closes the database. */
   close(): Promise<void>;
 }
@@ -53,16 +57,17 @@ export async function startServer({ config, clock = systemClock, log = createLog
   const close = () => {
     closing ??= (async () => {
       await new Promise<void>((resolve) => {
-        const deadline = setTimeout(() => {
-          if ("closeAllConnections" in server) server.closeAllConnections();
-          resolve();
-        }, config.shutdownTimeoutMs);
+        const http = server as HttpServer;
+        // Keep-alive connections go idle as their last request finishes; close them as they do.
+        const reaper = setInterval(() => http.closeIdleConnections(), 50);
+        const deadline = setTimeout(() => http.closeAllConnections(), config.shutdownTimeoutMs);
         deadline.unref();
-        server.close(() => {
+        http.close(() => {
+          clearInterval(reaper);
           clearTimeout(deadline);
           resolve();
         });
-        if ("closeIdleConnections" in server) server.closeIdleConnections();
+        http.closeIdleConnections();
       });
       await limiter.stop();
       mailer.close();
@@ -72,5 +77,5 @@ export async function startServer({ config, clock = systemClock, log = createLog
   };
 
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-  return { url: `http://${host}:${port}`, port, deps, close } satisfies RunningServer;
+  return { url: `http://${host}:${port}`, port, deps, app, close } satisfies RunningServer;
 }

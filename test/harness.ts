@@ -24,11 +24,20 @@ export interface TestApp {
 /**
  * Starts the real service on an ephemeral port against a fresh database: a new SQLite file, or a
  * new schema in the PostgreSQL database of DATABASE_URL. `env` overrides configuration the way
- * the environment would.
+ * the environment would. `shareDatabaseWith` starts a second server on another app's database,
+ * as a second process of one deployment would be (close it before the first).
  */
-export async function startApp(env: Record<string, string> = {}): Promise<TestApp> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-test-"));
-  const schema = POSTGRES_URL ? `t_${randomBytes(6).toString("hex")}` : undefined;
+export async function startApp(
+  env: Record<string, string> = {},
+  options: { shareDatabaseWith?: TestApp } = {},
+): Promise<TestApp> {
+  const shared = options.shareDatabaseWith;
+  const dataDir = shared ? shared.config.dataDir : mkdtempSync(path.join(tmpdir(), "plinth-test-"));
+  const schema = shared
+    ? shared.config.databaseSchema
+    : POSTGRES_URL
+      ? `t_${randomBytes(6).toString("hex")}`
+      : undefined;
   const config = loadConfig({
     PORT: "0",
     HOST: "127.0.0.1",
@@ -47,6 +56,7 @@ export async function startApp(env: Record<string, string> = {}): Promise<TestAp
     config,
     async close() {
       await server.close();
+      if (shared) return;
       rmSync(dataDir, { recursive: true, force: true });
       if (POSTGRES_URL && schema) {
         const client = new pg.Client({ connectionString: POSTGRES_URL });
@@ -69,7 +79,6 @@ export interface CallOptions {
 
 export interface CallResult {
   status: number;
-  // biome-ignore lint/suspicious/noExplicitAny: tests read response bodies freely
   body: any;
   headers: Headers;
 }
@@ -123,7 +132,6 @@ export function sessionCookieFrom(headers: Headers): string {
   return cookie.split(";")[0] as string;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: the org as the API returns it
 export async function createOrg(app: TestApp, user: TestUser, name = "Test Org"): Promise<any> {
   const res = await call(app, "POST", "/org", { cookie: user.cookie, body: { name } });
   if (res.status !== 201) throw new Error(`create org failed: ${res.status} ${JSON.stringify(res.body)}`);

@@ -89,7 +89,8 @@ const getSessionRoute = createRoute({
   path: "/auth/get-session",
   tags,
   summary: "The current session and its account, or null",
-  security: sessionOnly,
+  // Anonymous callers are answered too (with null), hence the empty requirement.
+  security: [{ sessionCookie: [] }, {}],
   responses: {
     200: jsonContent(
       z.object({ session: z.record(z.string(), z.unknown()), user: AuthUserSchema }).nullable(),

@@ -1,0 +1,156 @@
+import { sql } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
+
+let app: TestApp;
+let owner: TestUser;
+let slug: string;
+
+beforeAll(async () => {
+  app = await startApp();
+  owner = await signUp(app);
+  slug = (await createOrg(app, owner, "Conventions")).slug;
+});
+afterAll(() => app.close());
+
+function expectEnvelope(body: unknown, code: string) {
+  expect(body).toEqual({ error: expect.objectContaining({ code, message: expect.any(String) }) });
+}
+
+describe("GET /api/health", () => {
+  it("reports the service and database up", async () => {
+    const res = await call(app, "GET", "/health");
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ status: "ok", database: "ok" });
+  });
+});
+
+describe("error envelope", () => {
+  it("answers an unknown route with 404 NOT_FOUND", async () => {
+    const res = await call(app, "GET", "/no/such/route", { cookie: owner.cookie });
+    expect(res.status).toBe(404);
+    expectEnvelope(res.body, "NOT_FOUND");
+  });
+
+  it("answers a wrong method with 405 and the allowed methods", async () => {
+    const res = await call(app, "PUT", "/orgs", { cookie: owner.cookie });
+    expect(res.status).toBe(405);
+    expectEnvelope(res.body, "METHOD_NOT_ALLOWED");
+    expect(res.headers.get("allow")).toBe("GET");
+    const onParam = await call(app, "PUT", `/org/${slug}`, { cookie: owner.cookie });
+    expect(onParam.status).toBe(405);
+    expect(onParam.headers.get("allow")?.split(", ").sort()).toEqual(["DELETE", "PATCH"]);
+  });
+
+  it("answers malformed JSON with 400 BAD_REQUEST", async () => {
+    const res = await call(app, "POST", "/org", {
+      cookie: owner.cookie,
+      rawBody: '{"name": "Broken',
+      headers: { "content-type": "application/json" },
+    });
+    expect(res.status).toBe(400);
+    expectEnvelope(res.body, "BAD_REQUEST");
+  });
+
+  it("answers a body that is not JSON with 400 BAD_REQUEST", async () => {
+    const res = await call(app, "POST", "/org", {
+      cookie: owner.cookie,
+      rawBody: "name=Acme",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
+    expect(res.status).toBe(400);
+    expectEnvelope(res.body, "BAD_REQUEST");
+  });
+
+  it("answers a JSON value that is not an object with 422", async () => {
+    const res = await call(app, "POST", "/org", { cookie: owner.cookie, body: ["Acme"] });
+    expect(res.status).toBe(422);
+    expectEnvelope(res.body, "VALIDATION");
+  });
+
+  it("answers validation failures with 422 and every failing field in details", async () => {
+    const res = await call(app, "POST", "/org", {
+      cookie: owner.cookie,
+      body: { name: "x", residency: "mars", defaultRegion: "nowhere" },
+    });
+    expect(res.status).toBe(422);
+    expectEnvelope(res.body, "VALIDATION");
+    const paths = res.body.error.details.map((d: { path: string }) => d.path).sort();
+    expect(paths).toEqual(["defaultRegion", "name", "residency"]);
+    for (const detail of res.body.error.details) expect(detail.message).toEqual(expect.any(String));
+  });
+
+  it("answers a body over 1 MiB with 413 PAYLOAD_TOO_LARGE", async () => {
+    const res = await call(app, "PATCH", "/account", {
+      cookie: owner.cookie,
+      body: { preferences: { blob: "x".repeat(1024 * 1024 + 1) } },
+    });
+    expect(res.status).toBe(413);
+    expectEnvelope(res.body, "PAYLOAD_TOO_LARGE");
+  });
+
+  it("accepts a body just under 1 MiB", async () => {
+    const res = await call(app, "PATCH", "/account", {
+      cookie: owner.cookie,
+      body: { preferences: { blob: "x".repeat(1000 * 1000) } },
+    });
+    expect(res.status).toBe(200);
+  });
+
+  it("answers every protected operation without credentials with 401 UNAUTHORIZED", async () => {
+    const doc = (await call(app, "GET", "/openapi.json")).body;
+    let checked = 0;
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, { security?: object[] }>>)) {
+      for (const [method, operation] of Object.entries(item)) {
+        const security = operation.security ?? [];
+        if (security.length === 0 || security.some((r) => Object.keys(r).length === 0)) continue;
+        if (path.startsWith("/auth/")) continue;
+        const concrete = path.replace("{slug}", slug).replace("{id}", "mem_x");
+        const res = await call(app, method.toUpperCase(), concrete, method === "get" ? {} : { body: {} });
+        expect(res.status, `${method} ${path}`).toBe(401);
+        expectEnvelope(res.body, "UNAUTHORIZED");
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(15);
+  });
+
+  it("refuses a forged session cookie with 401", async () => {
+    const res = await call(app, "GET", "/account", { cookie: "plinth.session_token=forged.value" });
+    expect(res.status).toBe(401);
+    expectEnvelope(res.body, "UNAUTHORIZED");
+  });
+});
+
+describe("request ids", () => {
+  it("generates one per request and sends it back", async () => {
+    const a = await call(app, "GET", "/health");
+    const b = await call(app, "GET", "/health");
+    expect(a.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    expect(a.headers.get("x-request-id")).not.toBe(b.headers.get("x-request-id"));
+  });
+
+  it("keeps a caller's well-formed X-Request-Id and replaces a malformed one", async () => {
+    const kept = await call(app, "GET", "/health", { headers: { "x-request-id": "ci-run-42.step:7" } });
+    expect(kept.headers.get("x-request-id")).toBe("ci-run-42.step:7");
+    const replaced = await call(app, "GET", "/health", { headers: { "x-request-id": "bad id with spaces" } });
+    expect(replaced.headers.get("x-request-id")).not.toBe("bad id with spaces");
+  });
+});
+
+describe("unexpected failures", () => {
+  it("answer 500 INTERNAL without internals, and roll the mutation back with its audit row", async () => {
+    const db = app.server.deps.db;
+    // Break the audit table so the audit write inside the update's transaction fails.
+    await sql`alter table audit_events rename to audit_events_moved`.execute(db);
+    try {
+      const res = await call(app, "PATCH", `/org/${slug}`, { cookie: owner.cookie, body: { name: "Renamed" } });
+      expect(res.status).toBe(500);
+      expect(res.body).toEqual({ error: { code: "INTERNAL", message: "internal error" } });
+    } finally {
+      await sql`alter table audit_events_moved rename to audit_events`.execute(db);
+    }
+    const overview = await call(app, "GET", `/org/${slug}/overview`, { cookie: owner.cookie });
+    expect(overview.body.org.name).toBe("Conventions");
+  });
+});

@@ -1,0 +1,119 @@
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, startApp, type TestApp } from "./harness.ts";
+
+let app: TestApp;
+let doc: any;
+
+beforeAll(async () => {
+  app = await startApp();
+  const res = await call(app, "GET", "/openapi.json");
+  expect(res.status).toBe(200);
+  doc = res.body;
+});
+afterAll(() => app.close());
+
+/** `/api/org/:slug/members/:id` → `/org/{slug}/members/{id}` */
+function toOpenApiPath(honoPath: string): string {
+  return honoPath.replace(/^\/api/, "").replace(/:([^/]+)/g, "{$1}");
+}
+
+describe("GET /api/openapi.json", () => {
+  it("is a valid OpenAPI 3.1 document", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(doc));
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe("3.1");
+  });
+
+  it("names version 0.0.1 and the /api server", () => {
+    expect(doc.openapi).toMatch(/^3\.1\./);
+    expect(doc.info.version).toBe("0.0.1");
+    expect(doc.servers).toEqual([{ url: "/api" }]);
+  });
+
+  it("declares both security schemes", () => {
+    expect(doc.components.securitySchemes.sessionCookie).toEqual(
+      expect.objectContaining({ type: "apiKey", in: "cookie", name: "plinth.session_token" }),
+    );
+    expect(doc.components.securitySchemes.apiKey).toEqual(expect.objectContaining({ type: "http", scheme: "bearer" }));
+  });
+
+  it("documents every route the app serves, and nothing it does not", () => {
+    const served = app.server.app.routes
+      .filter((route) => route.method !== "ALL")
+      .map((route) => `${route.method.toLowerCase()} ${toOpenApiPath(route.path)}`);
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.keys(item as object).map((method) => `${method} ${path}`),
+    );
+    expect(new Set(documented)).toEqual(new Set(served));
+  });
+
+  it("gives every operation its success and error responses, and a request schema when it takes a body", () => {
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(item as Record<string, any>)) {
+        const statuses = Object.keys(operation.responses);
+        expect(
+          statuses.some((s) => s.startsWith("2")),
+          `${method} ${path} has a success response`,
+        ).toBe(true);
+        if (path !== "/health") {
+          expect(statuses, `${method} ${path} documents 429`).toContain("429");
+        }
+        const anonymousAllowed = (operation.security ?? [{}]).some((r: object) => Object.keys(r).length === 0);
+        if (!anonymousAllowed) {
+          expect(statuses, `${method} ${path} documents 401`).toContain("401");
+        }
+        if (["post", "patch", "put"].includes(method) && operation.requestBody) {
+          expect(operation.requestBody.content["application/json"].schema).toBeTruthy();
+          expect(statuses, `${method} ${path} documents 422`).toContain("422");
+        }
+      }
+    }
+  });
+
+  it("lists the SPEC operations with their success status", () => {
+    const expected: [string, string, string][] = [
+      ["get", "/orgs", "200"],
+      ["post", "/org", "201"],
+      ["post", "/invitations/accept", "200"],
+      ["get", "/account", "200"],
+      ["patch", "/account", "200"],
+      ["get", "/org/{slug}/overview", "200"],
+      ["get", "/org/{slug}/members", "200"],
+      ["patch", "/org/{slug}", "200"],
+      ["delete", "/org/{slug}", "200"],
+      ["patch", "/org/{slug}/members/{id}", "200"],
+      ["delete", "/org/{slug}/members/{id}", "204"],
+      ["post", "/org/{slug}/members/{id}/resend", "200"],
+      ["get", "/org/{slug}/audit", "200"],
+      ["post", "/org/{slug}/invitations", "201"],
+      ["post", "/org/{slug}/api-keys", "201"],
+      ["get", "/org/{slug}/api-keys", "200"],
+      ["delete", "/org/{slug}/api-keys/{id}", "204"],
+    ];
+    for (const [method, path, status] of expected) {
+      expect(doc.paths[path]?.[method]?.responses?.[status], `${method} ${path} → ${status}`).toBeTruthy();
+    }
+  });
+
+  it("documents SPEC's input limits", () => {
+    const schemas = doc.components.schemas;
+    expect(schemas.CreateOrgInput.properties.name).toEqual(
+      expect.objectContaining({ minLength: 2, maxLength: 80, type: "string" }),
+    );
+    expect(schemas.ApiKeyInput.properties.mcpTools).toEqual(expect.objectContaining({ maxItems: 64 }));
+    expect(schemas.ApiKeyInput.properties.mcpTools.items).toEqual(expect.objectContaining({ maxLength: 80 }));
+    expect(schemas.InviteInput.properties.role.enum).toEqual(["admin", "developer", "viewer"]);
+  });
+});
+
+describe("GET /api/docs", () => {
+  it("serves an interactive reference that loads the document", async () => {
+    const res = await fetch(`${app.url}/api/docs`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/html");
+    expect(await res.text()).toContain("/api/openapi.json");
+  });
+});

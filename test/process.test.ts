@@ -1,0 +1,134 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) child.kill("SIGKILL");
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Runs `bin/plinth.js` as a real process with the given environment (SQLite in a temp dir). */
+function runPlinth(env: Record<string, string>, args: string[] = []) {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-proc-"));
+  dirs.push(dataDir);
+  const childEnv: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "info", ...env };
+  delete childEnv.DATABASE_URL;
+  const child = spawn(process.execPath, [path.join(ROOT, "bin/plinth.js"), ...args], {
+    cwd: ROOT,
+    env: childEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  let output = "";
+  child.stdout?.on("data", (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on("data", (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, exited, output: () => output };
+}
+
+async function waitForHealth(port: number): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/api/health`);
+      if (res.ok) return;
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("server did not become healthy");
+}
+
+describe("the plinth process", () => {
+  it("starts on embedded SQLite, logs requests with ids, and exits 0 on SIGTERM", async () => {
+    const port = await freePort();
+    const plinth = runPlinth({ PORT: String(port) });
+    await waitForHealth(port);
+    const res = await fetch(`http://127.0.0.1:${port}/api/orgs`);
+    expect(res.status).toBe(401);
+    const requestId = res.headers.get("x-request-id");
+    plinth.child.kill("SIGTERM");
+    expect(await plinth.exited).toBe(0);
+    const lines = plinth
+      .output()
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line));
+    expect(lines).toContainEqual(expect.objectContaining({ requestId, method: "GET", path: "/api/orgs", status: 401 }));
+    expect(lines).toContainEqual(expect.objectContaining({ msg: "shutting down", signal: "SIGTERM" }));
+  });
+
+  it("finishes an in-flight request before exiting on SIGTERM", async () => {
+    const port = await freePort();
+    const plinth = runPlinth({ PORT: String(port) });
+    await waitForHealth(port);
+    // Sign-up hashes a password (scrypt), so it is still running when the signal arrives.
+    const inFlight = fetch(`http://127.0.0.1:${port}/api/auth/sign-up/email`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "late@example.test", password: "long-enough-password", name: "Late" }),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    plinth.child.kill("SIGTERM");
+    const res = await inFlight;
+    expect(res.status).toBe(200);
+    expect(await plinth.exited).toBe(0);
+  });
+
+  it("refuses a bad configuration value, naming the variable", async () => {
+    const plinth = runPlinth({ PORT: "not-a-port" });
+    expect(await plinth.exited).toBe(1);
+    expect(plinth.output()).toContain("PORT");
+  });
+
+  it("never logs secrets", async () => {
+    const port = await freePort();
+    const plinth = runPlinth({ PORT: String(port), LOG_LEVEL: "trace" });
+    await waitForHealth(port);
+    const password = "very-secret-password-123";
+    const signUp = await fetch(`http://127.0.0.1:${port}/api/auth/sign-up/email`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "s@example.test", password, name: "S" }),
+    });
+    const cookie = signUp.headers.getSetCookie()[0]?.split(";")[0] ?? "";
+    const org = await fetch(`http://127.0.0.1:${port}/api/org`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie },
+      body: JSON.stringify({ name: "Secretive" }),
+    });
+    const { org: created } = (await org.json()) as { org: { slug: string } };
+    const key = await fetch(`http://127.0.0.1:${port}/api/org/${created.slug}/api-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie },
+      body: JSON.stringify({ name: "k", scope: "full" }),
+    });
+    const { token } = (await key.json()) as { token: string };
+    await fetch(`http://127.0.0.1:${port}/api/orgs`, { headers: { authorization: `Bearer ${token}` } });
+    plinth.child.kill("SIGTERM");
+    await plinth.exited;
+    const output = plinth.output();
+    expect(output).toContain("/api/orgs");
+    expect(output).not.toContain(password);
+    expect(output).not.toContain(token);
+    expect(output).not.toContain(cookie.split("=")[1]);
+  });
+});

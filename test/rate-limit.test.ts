@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, createApiKey, createOrg, signUp, startApp, type TestApp, uniqueEmail } from "./harness.ts";
+
+const MINUTE = 60_000;
+
+describe("rate limiting per principal", () => {
+  let app: TestApp;
+  let token: string;
+  let otherToken: string;
+
+  beforeAll(async () => {
+    app = await startApp({ RATE_LIMIT_PER_MINUTE: "5", AUTH_RATE_LIMIT_PER_MINUTE: "1000" });
+    const owner = await signUp(app);
+    const org = await createOrg(app, owner, "Limited");
+    token = (await createApiKey(app, owner, org.slug, "read-only")).token;
+    otherToken = (await createApiKey(app, owner, org.slug, "read-only")).token;
+  });
+  afterAll(() => app.close());
+
+  it("counts down in RateLimit-* headers, then answers 429 with Retry-After", async () => {
+    for (let i = 1; i <= 5; i++) {
+      const res = await call(app, "GET", "/orgs", { token });
+      expect(res.status).toBe(200);
+      expect(res.headers.get("ratelimit-limit")).toBe("5");
+      expect(res.headers.get("ratelimit-remaining")).toBe(String(5 - i));
+      const reset = Number(res.headers.get("ratelimit-reset"));
+      expect(reset).toBeGreaterThanOrEqual(1);
+      expect(reset).toBeLessThanOrEqual(60);
+    }
+    const limited = await call(app, "GET", "/orgs", { token });
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe("RATE_LIMITED");
+    expect(limited.headers.get("ratelimit-remaining")).toBe("0");
+    const retryAfter = Number(limited.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+  });
+
+  it("keeps each principal's budget separate", async () => {
+    const res = await call(app, "GET", "/orgs", { token: otherToken });
+    expect(res.status).toBe(200);
+  });
+
+  it("limits anonymous callers by address, on error responses too", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await call(app, "GET", "/orgs");
+      expect(res.headers.get("ratelimit-limit")).toBe("5");
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
+  });
+
+  it("opens a new window after a minute", async () => {
+    app.clock.advance(MINUTE);
+    const res = await call(app, "GET", "/orgs", { token });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("ratelimit-remaining")).toBe("4");
+  });
+});
+
+describe("sign-in and sign-up limit", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp({ AUTH_RATE_LIMIT_PER_MINUTE: "3" });
+  });
+  afterAll(() => app.close());
+
+  it("refuses the fourth credential attempt in a minute from one address", async () => {
+    const email = uniqueEmail();
+    const attempt = () => call(app, "POST", "/auth/sign-in/email", { body: { email, password: "wrong-password-1" } });
+    expect((await attempt()).status).toBe(401);
+    expect((await attempt()).status).toBe(401);
+    expect((await attempt()).status).toBe(401);
+    const limited = await attempt();
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBeTruthy();
+    const signUpAttempt = await call(app, "POST", "/auth/sign-up/email", {
+      body: { email: uniqueEmail(), password: "long-enough-password", name: "X" },
+    });
+    expect(signUpAttempt.status).toBe(429);
+  });
+});
+
+describe("counters shared through the database", () => {
+  let first: TestApp;
+  let second: TestApp;
+  let token: string;
+
+  beforeAll(async () => {
+    first = await startApp({ RATE_LIMIT_PER_MINUTE: "10" });
+    second = await startApp({ RATE_LIMIT_PER_MINUTE: "10" }, { shareDatabaseWith: first });
+    const owner = await signUp(first);
+    const org = await createOrg(first, owner, "Shared");
+    token = (await createApiKey(first, owner, org.slug, "read-only")).token;
+  });
+  afterAll(async () => {
+    await second.close();
+    await first.close();
+  });
+
+  it("lets two processes of one deployment share one budget", async () => {
+    for (let i = 0; i < 6; i++) expect((await call(first, "GET", "/orgs", { token })).status).toBe(200);
+    // The first process writes its counts every 200 ms; give it time to do so.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await call(second, "GET", "/orgs", { token })).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 429]);
+  });
+});
