@@ -77,11 +77,37 @@ export interface AuditQuery {
 export const AUDIT_DEFAULT_LIMIT = 50;
 export const AUDIT_MAX_LIMIT = 500;
 
-/** ISO-8601 text or Unix milliseconds → ISO-8601 UTC, or null when it is neither. */
+const ISO_8601 =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/i;
+/** Years 0000–9999: outside them `toISOString()` adds a sign and the stored text no longer sorts by time. */
+const MIN_INSTANT_MS = -62_167_219_200_000;
+const MAX_INSTANT_MS = 253_402_300_799_999;
+
+/** ISO-8601 text or Unix milliseconds → ISO-8601 UTC, or null when it is neither (or out of range). */
 function parseInstant(value: string): string | null {
-  const trimmed = value.trim();
-  const date = /^\d+$/.test(trimmed) ? new Date(Number(trimmed)) : new Date(trimmed);
-  return Number.isNaN(date.getTime()) || trimmed === "" ? null : date.toISOString();
+  const text = value.trim();
+  let ms: number;
+  if (/^\d{1,15}$/.test(text)) {
+    ms = Number(text);
+  } else {
+    const parts = ISO_8601.exec(text);
+    if (!parts) return null;
+    const [, year, month, day, hour = "0", minute = "0", second = "0", zone] = parts;
+    // Reject impossible calendar values (2024-02-30, 25:00) instead of letting Date roll them over.
+    const calendar = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day), Number(hour), Number(minute)));
+    if (
+      calendar.getUTCMonth() !== Number(month) - 1 ||
+      calendar.getUTCDate() !== Number(day) ||
+      calendar.getUTCHours() !== Number(hour) ||
+      Number(second) > 59
+    ) {
+      return null;
+    }
+    // Without a zone, a date-time is read as UTC (not the server's local time).
+    ms = Date.parse(zone || parts[4] === undefined ? text : `${text}Z`);
+  }
+  if (!Number.isFinite(ms) || ms < MIN_INSTANT_MS || ms > MAX_INSTANT_MS) return null;
+  return new Date(ms).toISOString();
 }
 
 function parseCount(value: string, min: number, max: number): number | null {
