@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
-import type { Context, Hono } from "hono";
+import type { Context, Hono, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -20,6 +20,7 @@ import { requirePrincipal } from "./http/principal.ts";
 import { type RateLimiter, rateLimit } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
+import { sameOriginWrites } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -67,19 +68,20 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
 
-  const identifyAndLimit = chain(
+  const isSecured = securedOperations(api);
+  const guards: MiddlewareHandler<AppEnv>[] = [
     identify(deps, auth),
     rateLimit(limiter, { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute }),
-  );
-  const isSecured = securedOperations(api);
-  api.use("*", async (c, next) => {
-    if (PUBLIC_PATHS.has(c.req.path)) return next();
-    await identifyAndLimit(c, async () => {
-      // Authentication comes before request validation: an anonymous caller learns nothing more.
+    sameOriginWrites(config.publicUrl, config.cookiePrefix),
+    // Authentication comes before request validation: an anonymous caller learns nothing more.
+    async (c, next) => {
       if (!c.get("principal") && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
       await next();
-    });
-  });
+    },
+  ];
+  for (const guard of guards) {
+    api.use("*", (c, next) => (PUBLIC_PATHS.has(c.req.path) ? next() : guard(c, next)));
+  }
 
   api
     .openapi(healthRoute, async (c) => {
@@ -161,18 +163,6 @@ function securedOperations(api: ReturnType<typeof createRouter>) {
       return [{ method: definition.route.method.toUpperCase(), pattern }];
     });
     return secured.some((op) => op.method === method && op.pattern.test(path));
-  };
-}
-
-/** Runs two middlewares as one. */
-function chain(
-  first: (c: Context<AppEnv>, next: () => Promise<void>) => Promise<unknown>,
-  second: (c: Context<AppEnv>, next: () => Promise<void>) => Promise<unknown>,
-) {
-  return async (c: Context<AppEnv>, next: () => Promise<void>) => {
-    await first(c, async () => {
-      await second(c, next);
-    });
   };
 }
 

@@ -26,8 +26,17 @@ async function freePort(): Promise<number> {
 function runPlinth(env: Record<string, string>, args: string[] = []) {
   const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-proc-"));
   dirs.push(dataDir);
-  const childEnv: Record<string, string | undefined> = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "info", ...env };
+  // NODE_ENV=production: libraries relax some checks under vitest's NODE_ENV=test.
+  const childEnv: Record<string, string | undefined> = {
+    ...process.env,
+    NODE_ENV: "production",
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "info",
+    ...env,
+  };
   delete childEnv.DATABASE_URL;
+  delete childEnv.TEST;
+  delete childEnv.VITEST;
   const child = spawn(process.execPath, [path.join(ROOT, "bin/plinth.js"), ...args], {
     cwd: ROOT,
     env: childEnv,
@@ -90,6 +99,41 @@ describe("the plinth process", () => {
     plinth.child.kill("SIGTERM");
     const res = await inFlight;
     expect(res.status).toBe(200);
+    expect(await plinth.exited).toBe(0);
+  });
+
+  it("serves cookie-holding clients that send no Origin, and refuses cross-site writes", async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}/api`;
+    const plinth = runPlinth({ PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}` });
+    await waitForHealth(port);
+    const credentials = JSON.stringify({ email: "curl@example.test", password: "long-enough-password", name: "C" });
+    const json = { "content-type": "application/json" };
+    const signUp = await fetch(`${base}/auth/sign-up/email`, { method: "POST", headers: json, body: credentials });
+    expect(signUp.status).toBe(200);
+    const cookie = signUp.headers.getSetCookie()[0]?.split(";")[0] ?? "";
+    const signIn = await fetch(`${base}/auth/sign-in/email`, {
+      method: "POST",
+      headers: { ...json, cookie },
+      body: credentials,
+    });
+    expect(signIn.status).toBe(200);
+    const crossSite = await fetch(`${base}/org`, {
+      method: "POST",
+      headers: { ...json, cookie, origin: "https://evil.example" },
+      body: JSON.stringify({ name: "Forged" }),
+    });
+    expect(crossSite.status).toBe(403);
+    const sameSite = await fetch(`${base}/org`, {
+      method: "POST",
+      headers: { ...json, cookie, origin: `http://127.0.0.1:${port}` },
+      body: JSON.stringify({ name: "Real" }),
+    });
+    expect(sameSite.status).toBe(201);
+    const signOut = await fetch(`${base}/auth/sign-out`, { method: "POST", headers: { cookie } });
+    expect(signOut.status).toBe(200);
+    expect((await fetch(`${base}/account`, { headers: { cookie } })).status).toBe(401);
+    plinth.child.kill("SIGTERM");
     expect(await plinth.exited).toBe(0);
   });
 

@@ -34,6 +34,10 @@ export function createAuth({ db, dialect, config, secret, log }: AuthOptions) {
     telemetry: { enabled: false },
     advanced: {
       cookiePrefix: config.cookiePrefix,
+      // Plinth checks Origin itself on every cookie-authenticated write (http/same-origin.ts), the
+      // same way for its own routes and these; better-auth's check would also refuse API clients
+      // that send no Origin at all, such as curl and CI scripts holding a session cookie.
+      disableCSRFCheck: true,
       database: { generateId: ({ model }) => newId(model === "user" ? "acct" : model.slice(0, 4)) },
     },
     logger: {

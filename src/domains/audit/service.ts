@@ -77,8 +77,7 @@ export interface AuditQuery {
 export const AUDIT_DEFAULT_LIMIT = 50;
 export const AUDIT_MAX_LIMIT = 500;
 
-const ISO_8601 =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/i;
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/i;
 /** Years 0000–9999: outside them `toISOString()` adds a sign and the stored text no longer sorts by time. */
 const MIN_INSTANT_MS = -62_167_219_200_000;
 const MAX_INSTANT_MS = 253_402_300_799_999;

@@ -1,7 +1,6 @@
 import type { z } from "@hono/zod-openapi";
-import type { Kysely } from "kysely";
-import { isUniqueViolation } from "../../db/database.ts";
-import type { Database } from "../../db/schema.ts";
+import { sql } from "kysely";
+import { type Db, type Dialect, isUniqueViolation } from "../../db/database.ts";
 import { ConflictError } from "../../http/errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
@@ -17,7 +16,7 @@ import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
 const SLUG_ATTEMPTS = 5;
 
 /** Live slugs equal to `base` or of the form `base-N`. */
-async function takenSlugs(db: Kysely<Database>, base: string): Promise<Set<string>> {
+async function takenSlugs(db: Db, base: string): Promise<Set<string>> {
   const rows = await db
     .selectFrom("orgs")
     .select("slug")
@@ -25,6 +24,14 @@ async function takenSlugs(db: Kysely<Database>, base: string): Promise<Set<strin
     .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
     .execute();
   return new Set(rows.map((row) => row.slug));
+}
+
+/**
+ * Serialises slug choice for one base name until the transaction ends (SQLite already runs one
+ * write transaction at a time). Without it, simultaneous creations of "Acme" all pick `acme`.
+ */
+async function lockSlugBase(trx: Db, dialect: Dialect, base: string): Promise<void> {
+  if (dialect === "postgres") await sql`select pg_advisory_xact_lock(hashtext(${`org-slug:${base}`}))`.execute(trx);
 }
 
 /** Creates an org with the caller as its owner. */
@@ -37,38 +44,40 @@ export async function createOrg({
   account: AccountPrincipal;
   input: z.infer<typeof CreateOrgInput>;
 }): Promise<Org> {
-  const { db, clock } = ctx.deps;
+  const { db, clock, dialect } = ctx.deps;
   const base = slugify(input.name, "org");
   const residency = input.residency ?? "global";
-  // Two creations can pick the same free slug; the unique index refuses the second, which retries.
+  // A different base can still produce the same slug ("Acme 2" and a second "Acme" both want
+  // `acme-2`); the unique index refuses the loser, which tries again.
   for (let attempt = 1; ; attempt++) {
-    const now = clock.now();
-    const at = now.toISOString();
-    const row: OrgRow = {
-      id: newId("org", now),
-      slug: firstFreeSlug(base, await takenSlugs(db, base)),
-      name: input.name,
-      plan_id: "free",
-      residency,
-      default_region: input.defaultRegion ?? DEFAULT_REGION_BY_RESIDENCY[residency],
-      ip_allowlist: "[]",
-      webhook_url: null,
-      webhook_secret: null,
-      status: "active",
-      purpose: input.purpose ?? null,
-      team_size: input.teamSize ?? null,
-      created_at: at,
-      updated_at: at,
-      deleted_at: null,
-    };
     try {
-      await db.transaction().execute(async (trx) => {
-        await trx.insertInto("orgs").values(row).execute();
+      const row = await db.transaction().execute(async (trx) => {
+        await lockSlugBase(trx, dialect, base);
+        const now = clock.now();
+        const at = now.toISOString();
+        const org: OrgRow = {
+          id: newId("org", now),
+          slug: firstFreeSlug(base, await takenSlugs(trx, base)),
+          name: input.name,
+          plan_id: "free",
+          residency,
+          default_region: input.defaultRegion ?? DEFAULT_REGION_BY_RESIDENCY[residency],
+          ip_allowlist: "[]",
+          webhook_url: null,
+          webhook_secret: null,
+          status: "active",
+          purpose: input.purpose ?? null,
+          team_size: input.teamSize ?? null,
+          created_at: at,
+          updated_at: at,
+          deleted_at: null,
+        };
+        await trx.insertInto("orgs").values(org).execute();
         await trx
           .insertInto("memberships")
           .values({
             id: newId("mem", now),
-            org_id: row.id,
+            org_id: org.id,
             account_id: account.accountId,
             role: "owner",
             created_at: at,
@@ -76,15 +85,17 @@ export async function createOrg({
           })
           .execute();
         await recordAudit(trx, ctx, {
-          orgId: row.id,
+          orgId: org.id,
           action: "org.created",
-          target: { type: "org", id: row.id },
-          data: { name: row.name, slug: row.slug, residency: row.residency, defaultRegion: row.default_region },
+          target: { type: "org", id: org.id },
+          data: { name: org.name, slug: org.slug, residency: org.residency, defaultRegion: org.default_region },
         });
+        return org;
       });
       return toOrg(row);
     } catch (error) {
-      if (!isUniqueViolation(error) || attempt >= SLUG_ATTEMPTS) throw error;
+      if (!isUniqueViolation(error)) throw error;
+      if (attempt >= SLUG_ATTEMPTS) throw new ConflictError("could not allocate a unique slug; try again");
     }
   }
 }

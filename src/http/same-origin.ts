@@ -1,0 +1,39 @@
+import type { MiddlewareHandler } from "hono";
+import type { AppEnv } from "./context.ts";
+import { ForbiddenError } from "./errors.ts";
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * Cross-site request forgery guard for cookie-authenticated writes. Browsers send `Origin` on
+ * cross-origin writes, so a write that carries the session cookie and an `Origin` (or, lacking
+ * it, a `Referer`) of another site is refused. Requests with no Origin at all come from
+ * non-browser clients (curl, CI), which a forged cross-site request cannot be; bearer-key
+ * requests carry no ambient credential and are not checked. SameSite=Lax on the cookie is the
+ * second line of defence.
+ */
+export function sameOriginWrites(publicUrl: string, cookiePrefix: string): MiddlewareHandler<AppEnv> {
+  const trusted = new URL(publicUrl).origin;
+  const sessionCookie = `${cookiePrefix}.session_token`;
+  return async (c, next) => {
+    if (
+      !SAFE_METHODS.has(c.req.method) &&
+      !c.req.header("authorization") &&
+      c.req.header("cookie")?.includes(sessionCookie)
+    ) {
+      const source = c.req.header("origin") ?? c.req.header("referer");
+      if (source !== undefined && originOf(source) !== trusted) {
+        throw new ForbiddenError("cross-site request refused: Origin does not match this service");
+      }
+    }
+    await next();
+  };
+}
+
+function originOf(value: string): string | null {
+  try {
+    return new URL(value).origin;
+  } catch {
+    return null;
+  }
+}

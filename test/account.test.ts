@@ -1,0 +1,346 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type CallResult,
+  call,
+  createApiKey,
+  createOrg,
+  sessionCookieFrom,
+  signUp,
+  startApp,
+  type TestApp,
+  type TestUser,
+  uniqueEmail,
+} from "./harness.ts";
+
+const PASSWORD = "correct-horse-battery";
+const ACCOUNT_KEYS = ["email", "emailVerified", "id", "name", "preferences", "timezone", "title"];
+const AUTH_USER_KEYS = ["createdAt", "email", "emailVerified", "id", "image", "name", "updatedAt"];
+
+let app: TestApp;
+
+beforeAll(async () => {
+  // Many sign-ups and sign-ins from one address: lift the per-IP credential limit.
+  app = await startApp({ AUTH_RATE_LIMIT_PER_MINUTE: "10000" });
+});
+
+afterAll(() => app?.close());
+
+function expectErrorEnvelope(res: CallResult, status: number, code: string): void {
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+  expect(res.headers.get("content-type")).toContain("application/json");
+  expect(typeof res.body).toBe("object");
+  expect(Object.keys(res.body)).toEqual(["error"]);
+  expect(res.body.error.code).toBe(code);
+  expect(typeof res.body.error.message).toBe("string");
+  expect(res.body.error.message.length).toBeGreaterThan(0);
+  for (const key of Object.keys(res.body.error)) expect(["code", "message", "details"]).toContain(key);
+}
+
+/** A 422 VALIDATION envelope whose details name `path`. */
+function expectValidation(res: CallResult, path: string): void {
+  expectErrorEnvelope(res, 422, "VALIDATION");
+  const details = res.body.error.details;
+  expect(Array.isArray(details)).toBe(true);
+  for (const issue of details) {
+    expect(typeof issue.path).toBe("string");
+    expect(typeof issue.message).toBe("string");
+  }
+  expect(details.map((issue: { path: string }) => issue.path)).toContain(path);
+}
+
+function expectAuthUser(user: any, email: string, name: string): void {
+  expect(Object.keys(user).sort()).toEqual(AUTH_USER_KEYS);
+  expect(user).toMatchObject({ email, name, emailVerified: false, image: null, id: expect.any(String) });
+  expect(Number.isNaN(Date.parse(user.createdAt))).toBe(false);
+  expect(Number.isNaN(Date.parse(user.updatedAt))).toBe(false);
+}
+
+function signUpRaw(body: unknown): Promise<CallResult> {
+  return call(app, "POST", "/auth/sign-up/email", { body });
+}
+
+function signInRaw(body: unknown): Promise<CallResult> {
+  return call(app, "POST", "/auth/sign-in/email", { body });
+}
+
+async function getAccount(cookie: string): Promise<any> {
+  const res = await call(app, "GET", "/account", { cookie });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  expect(Object.keys(res.body)).toEqual(["account"]);
+  return res.body.account;
+}
+
+describe("POST /auth/sign-up/email", () => {
+  it("creates the account, signs it in and sets the session cookie", async () => {
+    const email = uniqueEmail("signup");
+    const res = await signUpRaw({ email, password: PASSWORD, name: "Ada Lovelace" });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.token).toEqual(expect.any(String));
+    expectAuthUser(res.body.user, email, "Ada Lovelace");
+    const setCookie = res.headers.getSetCookie().find((c) => c.startsWith("plinth.session_token="));
+    expect(setCookie).toBeDefined();
+    expect(setCookie).toMatch(/HttpOnly/i);
+
+    const account = await getAccount(sessionCookieFrom(res.headers));
+    expect(account).toEqual({
+      id: res.body.user.id,
+      email,
+      name: "Ada Lovelace",
+      emailVerified: false,
+      title: null,
+      timezone: null,
+      preferences: null,
+    });
+  });
+
+  it("accepts a sign-up without a name; the account's name is then null", async () => {
+    const email = uniqueEmail("noname");
+    const res = await signUpRaw({ email, password: PASSWORD });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const account = await getAccount(sessionCookieFrom(res.headers));
+    expect(account.email).toBe(email);
+    expect(account.name).toBeNull();
+  });
+
+  it("refuses a second account with the same e-mail (409 CONFLICT), in any letter case", async () => {
+    const email = uniqueEmail("dup");
+    expect((await signUpRaw({ email, password: PASSWORD, name: "First" })).status).toBe(200);
+    const again = await signUpRaw({ email, password: "another-password", name: "Second" });
+    expectErrorEnvelope(again, 409, "CONFLICT");
+    expect(again.headers.getSetCookie().some((c) => /session_token=[^;]+/.test(c))).toBe(false);
+    expectErrorEnvelope(
+      await signUpRaw({ email: email.toUpperCase(), password: PASSWORD, name: "Shout" }),
+      409,
+      "CONFLICT",
+    );
+    // The first account keeps its password.
+    expect((await signInRaw({ email, password: PASSWORD })).status).toBe(200);
+    expectErrorEnvelope(await signInRaw({ email, password: "another-password" }), 401, "UNAUTHORIZED");
+  });
+
+  it("takes a password of 8 characters and refuses 7, naming the field", async () => {
+    const short = await signUpRaw({ email: uniqueEmail("short"), password: "1234567", name: "Short" });
+    expectValidation(short, "password");
+    const ok = await signUpRaw({ email: uniqueEmail("eight"), password: "12345678", name: "Eight" });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    expectValidation(await signUpRaw({ email: uniqueEmail("nopass"), name: "No Pass" }), "password");
+  });
+
+  it.each(["not-an-email", "a@", "@example.test", ""])("refuses the e-mail %j", async (email) => {
+    expectValidation(await signUpRaw({ email, password: PASSWORD, name: "Bad Mail" }), "email");
+  });
+
+  it("refuses a missing e-mail and a malformed body", async () => {
+    expectValidation(await signUpRaw({ password: PASSWORD, name: "No Mail" }), "email");
+    const malformed = await call(app, "POST", "/auth/sign-up/email", {
+      rawBody: "{oops",
+      headers: { "content-type": "application/json" },
+    });
+    expectErrorEnvelope(malformed, 400, "BAD_REQUEST");
+  });
+});
+
+describe("POST /auth/sign-in/email, GET /auth/get-session, POST /auth/sign-out", () => {
+  let user: TestUser;
+  beforeAll(async () => {
+    user = await signUp(app, uniqueEmail("session"), "Grace Hopper");
+  });
+
+  it("signs in with the right password and sets a working session cookie", async () => {
+    const res = await signInRaw({ email: user.email, password: PASSWORD });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.token).toEqual(expect.any(String));
+    expectAuthUser(res.body.user, user.email, "Grace Hopper");
+    expect(res.body.user.id).toBe(user.accountId);
+    const cookie = sessionCookieFrom(res.headers);
+    expect(cookie).not.toBe(user.cookie);
+    expect((await getAccount(cookie)).id).toBe(user.accountId);
+  });
+
+  it("matches the e-mail regardless of letter case", async () => {
+    const res = await signInRaw({ email: user.email.toUpperCase(), password: PASSWORD });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.user.id).toBe(user.accountId);
+  });
+
+  it("refuses a wrong password and an unknown e-mail alike with 401 UNAUTHORIZED", async () => {
+    const wrong = await signInRaw({ email: user.email, password: "wrong-password" });
+    expectErrorEnvelope(wrong, 401, "UNAUTHORIZED");
+    expect(wrong.headers.getSetCookie().some((c) => /session_token=[^;]+/.test(c))).toBe(false);
+    const unknown = await signInRaw({ email: uniqueEmail("ghost"), password: "wrong-password" });
+    expectErrorEnvelope(unknown, 401, "UNAUTHORIZED");
+    // No account enumeration: both failures read the same.
+    expect(unknown.body.error.message).toBe(wrong.body.error.message);
+  });
+
+  it("validates the sign-in body", async () => {
+    expectValidation(await signInRaw({ email: user.email }), "password");
+    expectValidation(await signInRaw({ email: user.email, password: "" }), "password");
+    expectValidation(await signInRaw({ email: "nope", password: PASSWORD }), "email");
+  });
+
+  it("GET /auth/get-session returns the session and user, or null without a session", async () => {
+    const res = await call(app, "GET", "/auth/get-session", { cookie: user.cookie });
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body).sort()).toEqual(["session", "user"]);
+    expect(res.body.session.userId).toBe(user.accountId);
+    expectAuthUser(res.body.user, user.email, "Grace Hopper");
+    expect(res.body.user.id).toBe(user.accountId);
+
+    const anonymous = await call(app, "GET", "/auth/get-session");
+    expect(anonymous.status).toBe(200);
+    expect(anonymous.body).toBeNull();
+  });
+
+  it("sign-out ends that session only: its cookie is then 401 while other sessions keep working", async () => {
+    const signIn = await signInRaw({ email: user.email, password: PASSWORD });
+    const cookie = sessionCookieFrom(signIn.headers);
+    expect((await getAccount(cookie)).id).toBe(user.accountId);
+
+    const out = await call(app, "POST", "/auth/sign-out", { cookie });
+    expect(out.status, JSON.stringify(out.body)).toBe(200);
+    expect(out.body).toEqual({ success: true });
+    const cleared = out.headers.getSetCookie().find((c) => c.startsWith("plinth.session_token="));
+    expect(cleared).toMatch(/^plinth\.session_token=;/);
+    expect(cleared).toMatch(/Max-Age=0/i);
+
+    expectErrorEnvelope(await call(app, "GET", "/account", { cookie }), 401, "UNAUTHORIZED");
+    expectErrorEnvelope(
+      await call(app, "PATCH", "/account", { cookie, body: { title: "Ghost" } }),
+      401,
+      "UNAUTHORIZED",
+    );
+    expectErrorEnvelope(await call(app, "GET", "/orgs", { cookie }), 401, "UNAUTHORIZED");
+    const session = await call(app, "GET", "/auth/get-session", { cookie });
+    expect(session.status).toBe(200);
+    expect(session.body).toBeNull();
+
+    // The sign-up session is a different one and still works.
+    expect((await getAccount(user.cookie)).id).toBe(user.accountId);
+  });
+});
+
+describe("GET and PATCH /account", () => {
+  let user: TestUser;
+  beforeAll(async () => {
+    user = await signUp(app, uniqueEmail("profile"), "Initial Name");
+  });
+
+  async function patch(body: unknown, cookie = user.cookie): Promise<CallResult> {
+    return call(app, "PATCH", "/account", { cookie, body });
+  }
+
+  it("returns the account with exactly the SPEC fields", async () => {
+    const account = await getAccount(user.cookie);
+    expect(Object.keys(account).sort()).toEqual(ACCOUNT_KEYS);
+    expect(account).toEqual({
+      id: user.accountId,
+      email: user.email,
+      name: "Initial Name",
+      emailVerified: false,
+      title: null,
+      timezone: null,
+      preferences: null,
+    });
+  });
+
+  it("updates name, title and timezone and answers {ok: true}", async () => {
+    const res = await patch({ name: "Ada King", title: "Countess of Lovelace", timezone: "Europe/London" });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({ ok: true });
+    expect(await getAccount(user.cookie)).toMatchObject({
+      id: user.accountId,
+      email: user.email,
+      name: "Ada King",
+      title: "Countess of Lovelace",
+      timezone: "Europe/London",
+    });
+  });
+
+  it("accepts name and title of 120 characters and timezone of 60", async () => {
+    const name = "n".repeat(120);
+    const title = "t".repeat(120);
+    const timezone = "z".repeat(60);
+    const res = await patch({ name, title, timezone });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(await getAccount(user.cookie)).toMatchObject({ name, title, timezone });
+  });
+
+  it("refuses name or title of 121 characters and timezone of 61, changing nothing", async () => {
+    const before = await getAccount(user.cookie);
+    expectValidation(await patch({ name: "n".repeat(121) }), "name");
+    expectValidation(await patch({ title: "t".repeat(121) }), "title");
+    expectValidation(await patch({ timezone: "z".repeat(61) }), "timezone");
+    expectValidation(await patch({ name: "Fine", timezone: "z".repeat(61) }), "timezone");
+    expectValidation(await patch({ name: 12 }), "name");
+    expect(await getAccount(user.cookie)).toEqual(before);
+  });
+
+  it("keeps preferences exactly as given, nested and null values included, and replaces them whole", async () => {
+    const preferences = {
+      theme: "dark",
+      sidebar: null,
+      density: 2,
+      beta: false,
+      layout: { panels: ["logs", null, { id: "metrics", pinned: true }], widths: { left: 240, right: null } },
+      emptyObject: {},
+      emptyList: [],
+      unicode: "çğış ✓",
+    };
+    const res = await patch({ preferences });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({ ok: true });
+    expect((await getAccount(user.cookie)).preferences).toStrictEqual(preferences);
+
+    // Other fields leave preferences alone.
+    expect((await patch({ title: "Engineer" })).status).toBe(200);
+    expect((await getAccount(user.cookie)).preferences).toStrictEqual(preferences);
+
+    // A new object replaces the old one; keys absent from it are gone.
+    const replacement = { theme: null, notifications: { email: true } };
+    expect((await patch({ preferences: replacement })).status).toBe(200);
+    expect((await getAccount(user.cookie)).preferences).toStrictEqual(replacement);
+
+    expect((await patch({ preferences: {} })).status).toBe(200);
+    expect((await getAccount(user.cookie)).preferences).toStrictEqual({});
+  });
+
+  it("refuses preferences that are not an object", async () => {
+    expectValidation(await patch({ preferences: ["dark"] }), "preferences");
+    expectValidation(await patch({ preferences: "dark" }), "preferences");
+    expectValidation(await patch({ preferences: 1 }), "preferences");
+  });
+
+  it("accepts an empty body", async () => {
+    const before = await getAccount(user.cookie);
+    const res = await patch({});
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ ok: true });
+    expect(await getAccount(user.cookie)).toEqual(before);
+  });
+
+  it("changes only the caller's own account", async () => {
+    const other = await signUp(app, uniqueEmail("other"), "Other Person");
+    expect((await patch({ name: "Changed By Other", preferences: { x: 1 } }, other.cookie)).status).toBe(200);
+    expect(await getAccount(other.cookie)).toMatchObject({ name: "Changed By Other", preferences: { x: 1 } });
+    const mine = await getAccount(user.cookie);
+    expect(mine.id).toBe(user.accountId);
+    expect(mine.name).not.toBe("Changed By Other");
+  });
+
+  it("answers 401 without credentials", async () => {
+    expectErrorEnvelope(await call(app, "GET", "/account"), 401, "UNAUTHORIZED");
+    expectErrorEnvelope(await call(app, "PATCH", "/account", { body: { name: "Nobody" } }), 401, "UNAUTHORIZED");
+    const bogus = "plinth.session_token=not-a-session.sig";
+    expectErrorEnvelope(await call(app, "GET", "/account", { cookie: bogus }), 401, "UNAUTHORIZED");
+  });
+
+  it.each(["full", "deploy", "read-only"] as const)("answers 403 to a %s API key", async (scope) => {
+    const owner = await signUp(app);
+    const org = await createOrg(app, owner, `Account Keys ${scope}`);
+    const { token } = await createApiKey(app, owner, org.slug, scope);
+    expectErrorEnvelope(await call(app, "GET", "/account", { token }), 403, "FORBIDDEN");
+    expectErrorEnvelope(await call(app, "PATCH", "/account", { token, body: { name: "Robot" } }), 403, "FORBIDDEN");
+    expect((await getAccount(owner.cookie)).name).toBe("Test User");
+  });
+});
