@@ -7,7 +7,7 @@ import { newId } from "../../lib/ids.ts";
 import { randomToken, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
-import { authorize, type Role } from "../orgs/access.ts";
+import { authorize, orgNotFound, type Role } from "../orgs/access.ts";
 import type { InviteInput, MemberSchema } from "./schemas.ts";
 
 type Member = z.infer<typeof MemberSchema>;
@@ -87,6 +87,26 @@ function requireOwner(ctx: OrgCtx): void {
   }
 }
 
+/**
+ * Takes the org's row lock for the rest of the transaction (PostgreSQL; SQLite runs one write
+ * transaction at a time) and re-reads the caller's role under it. Membership changes run one
+ * after another per org, so two owners demoting each other cannot both pass the last-owner check.
+ */
+async function lockOrgMembership(trx: Db, ctx: OrgCtx): Promise<OrgCtx> {
+  if (ctx.deps.dialect === "postgres") {
+    await trx.selectFrom("orgs").select("id").where("id", "=", ctx.org.id).forUpdate().execute();
+  }
+  if (ctx.principal.type !== "account") return ctx;
+  const current = await trx
+    .selectFrom("memberships")
+    .select("role")
+    .where("org_id", "=", ctx.org.id)
+    .where("account_id", "=", ctx.principal.accountId)
+    .executeTakeFirst();
+  if (!current) throw orgNotFound();
+  return { ...ctx, role: current.role as Role };
+}
+
 async function ownerCount(db: Db, orgId: string): Promise<number> {
   const row = await db
     .selectFrom("memberships")
@@ -113,9 +133,10 @@ async function findPendingInvitation(db: Db, orgId: string, id: string) {
 
 export async function changeMemberRole({ ctx, id, role }: { ctx: OrgCtx; id: string; role: Role }): Promise<void> {
   authorize(ctx, "members:manage");
-  const { clock } = ctx.deps;
-  const at = clock.now().toISOString();
+  const at = ctx.deps.clock.now().toISOString();
   await ctx.deps.db.transaction().execute(async (trx) => {
+    ctx = await lockOrgMembership(trx, ctx);
+    authorize(ctx, "members:manage");
     if (isInvitationId(id)) {
       const invitation = await findPendingInvitation(trx, ctx.org.id, id);
       if (!invitation) throw new NotFoundError("member not found");
@@ -133,8 +154,8 @@ export async function changeMemberRole({ ctx, id, role }: { ctx: OrgCtx; id: str
     }
     const member = await findMembership(trx, ctx.org.id, id);
     if (!member) throw new NotFoundError("member not found");
-    if (member.role === role) return;
     if (role === "owner" || member.role === "owner") requireOwner(ctx);
+    if (member.role === role) return;
     if (member.role === "owner" && (await ownerCount(trx, ctx.org.id)) <= 1) {
       throw new ConflictError("the last owner cannot be demoted; make another member owner first");
     }
@@ -152,6 +173,7 @@ export async function changeMemberRole({ ctx, id, role }: { ctx: OrgCtx; id: str
 export async function removeMember({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   const at = ctx.deps.clock.now().toISOString();
   await ctx.deps.db.transaction().execute(async (trx) => {
+    ctx = await lockOrgMembership(trx, ctx);
     if (isInvitationId(id)) {
       authorize(ctx, "members:manage");
       const invitation = await findPendingInvitation(trx, ctx.org.id, id);
@@ -351,6 +373,16 @@ export async function acceptInvitation({
       .where("account_id", "=", account.accountId)
       .executeTakeFirst();
     if (already) throw new ConflictError("you are already a member of this organization");
+    // Claim the invitation first: of simultaneous accepts of one token, exactly one proceeds.
+    const claimed = await trx
+      .updateTable("invitations")
+      .set({ status: "accepted", accepted_at: at, updated_at: at })
+      .where("id", "=", invitation.id)
+      .where("status", "=", "pending")
+      .executeTakeFirst();
+    if (Number(claimed.numUpdatedRows) === 0) {
+      throw new NotFoundError("invitation not found; it may have been revoked or already used");
+    }
     const memberId = newId("mem", now);
     await trx
       .insertInto("memberships")
@@ -362,11 +394,6 @@ export async function acceptInvitation({
         created_at: at,
         updated_at: at,
       })
-      .execute();
-    await trx
-      .updateTable("invitations")
-      .set({ status: "accepted", accepted_at: at, updated_at: at })
-      .where("id", "=", invitation.id)
       .execute();
     await recordAudit(trx, ctx, {
       orgId: invitation.org_id,
