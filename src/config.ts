@@ -36,6 +36,8 @@ const EnvSchema = z.object({
   TRUST_PROXY: booleanFlag.default(false),
   INVITATION_TTL_DAYS: positiveInt.default(7),
   SHUTDOWN_TIMEOUT_MS: nonNegativeInt.default(10_000),
+  WORKERS: nonNegativeInt.default(8),
+  WORKER_POLL_MS: positiveInt.default(1_000),
 });
 
 export type Config = {
@@ -55,6 +57,9 @@ export type Config = {
   trustProxy: boolean;
   invitationTtlDays: number;
   shutdownTimeoutMs: number;
+  /** Jobs this process runs at once; 0 runs no jobs here. */
+  workers: number;
+  workerPollMs: number;
 };
 
 export class ConfigError extends Error {}
@@ -88,5 +93,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: e.TRUST_PROXY,
     invitationTtlDays: e.INVITATION_TTL_DAYS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    workers: e.WORKERS,
+    workerPollMs: e.WORKER_POLL_MS,
   };
 }

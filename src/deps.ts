@@ -3,6 +3,7 @@ import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { Dialect } from "./db/database.ts";
 import type { Database } from "./db/schema.ts";
+import type { JobQueue } from "./jobs/queue.ts";
 import type { Logger } from "./logger.ts";
 import type { Mailer } from "./mail/mailer.ts";
 
@@ -14,4 +15,5 @@ export interface Deps {
   clock: Clock;
   log: Logger;
   mailer: Mailer;
+  jobs: JobQueue;
 }

@@ -1,10 +1,11 @@
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
-import { startServer } from "./server.ts";
+import { startServer, startWorker } from "./server.ts";
 
-const USAGE = `usage: plinth [serve]
+const USAGE = `usage: plinth [serve | worker]
 
-  serve   serve the API (the default)
+  serve    serve the API, running WORKERS job slots in the same process (the default)
+  worker   run jobs only (scale-out on PostgreSQL)
 
 Configuration comes from the environment; see README.md.`;
 
@@ -14,7 +15,7 @@ async function main(argv: string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
-  if (command !== "serve") {
+  if (command !== "serve" && command !== "worker") {
     console.error(`plinth: unknown command '${command}'\n\n${USAGE}`);
     process.exitCode = 2;
     return;
@@ -31,10 +32,10 @@ async function main(argv: string[]): Promise<void> {
     throw error;
   }
   const log = createLogger(config);
-  const server = await startServer({ config, log });
+  const running = command === "worker" ? await startWorker({ config, log }) : await startServer({ config, log });
   const shutdown = (signal: string) => {
     log.info({ signal }, "shutting down");
-    server.close().then(
+    running.close().then(
       () => process.exit(0),
       (error: unknown) => {
         log.error({ err: error }, "shutdown failed");

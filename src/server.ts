@@ -7,22 +7,16 @@ import { createAuth } from "./auth/better-auth.ts";
 import { resolveAuthSecret } from "./auth/secret.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { openDatabase } from "./db/database.ts";
+import { type DatabaseHandle, openDatabase } from "./db/database.ts";
 import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
 import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
+import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
+import { JobQueue } from "./jobs/queue.ts";
+import { Worker } from "./jobs/worker.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailer } from "./mail/mailer.ts";
-
-export interface RunningServer {
-  url: string;
-  port: number;
-  deps: Deps;
-  app: Hono<AppEnv>;
-  /** Stops accepting, lets in-flight requests finish (bounded), flushes counters, closes the database. */
-  close(): Promise<void>;
-}
 
 export interface StartOptions {
   config: Config;
@@ -30,52 +24,109 @@ export interface StartOptions {
   log?: Logger;
 }
 
-/** Opens the database, applies migrations and serves the API. Used by `plinth` and by the tests. */
-export async function startServer({ config, clock = systemClock, log = createLogger(config) }: StartOptions) {
+/** Opens the database (applying migrations) and builds what every part of Plinth depends on. */
+async function openDeps({ config, clock = systemClock, log = createLogger(config) }: StartOptions) {
   const database = openDatabase(config);
   await migrateToLatest(database, config.databaseSchema);
   const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, log });
-  const deps: Deps = { db: database.db, dialect: database.dialect, config, clock, log, mailer };
+  const jobs = new JobQueue(database.dialect, clock, config.databaseSchema);
+  const deps: Deps = { db: database.db, dialect: database.dialect, config, clock, log, mailer, jobs };
+  return { deps, database };
+}
+
+/** The job handlers and recurring jobs of every domain. */
+function createWorker(deps: Deps): Worker {
+  return new Worker(
+    deps,
+    { ...maintenanceJobs(deps) },
+    { concurrency: deps.config.workers, pollMs: deps.config.workerPollMs, recurring: maintenanceSchedule },
+  );
+}
+
+async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<void> {
+  deps.mailer.close();
+  await database.close();
+}
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  deps: Deps;
+  app: Hono<AppEnv>;
+  /** Stops accepting, lets in-flight requests and jobs finish (bounded), then closes the database. */
+  close(): Promise<void>;
+}
+
+/** Serves the API, and runs `config.workers` job slots in the same process. */
+export async function startServer(options: StartOptions): Promise<RunningServer> {
+  const { deps, database } = await openDeps(options);
+  const { config, log, clock } = deps;
   const auth = createAuth({
-    db: database.db,
-    dialect: database.dialect,
+    db: deps.db,
+    dialect: deps.dialect,
     config,
     secret: resolveAuthSecret(config.authSecret, config.dataDir),
     log,
   });
-  const limiter = new RateLimiter(database.db, clock, log);
+  const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
+  const worker = config.workers > 0 ? createWorker(deps) : undefined;
+  await worker?.start();
   const app = createApp({ deps, auth, limiter });
 
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+  const server = await new Promise<HttpServer>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
   });
   const port = (server.address() as AddressInfo).port;
-  log.info({ port, dialect: database.dialect }, "plinth listening");
+  log.info({ port, dialect: deps.dialect, workers: config.workers }, "plinth listening");
 
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
-      await new Promise<void>((resolve) => {
-        const http = server as HttpServer;
-        // Keep-alive connections go idle as their last request finishes; close them as they do.
-        const reaper = setInterval(() => http.closeIdleConnections(), 50);
-        const deadline = setTimeout(() => http.closeAllConnections(), config.shutdownTimeoutMs);
-        deadline.unref();
-        http.close(() => {
-          clearInterval(reaper);
-          clearTimeout(deadline);
-          resolve();
-        });
-        http.closeIdleConnections();
-      });
+      await Promise.all([drainHttp(server, config.shutdownTimeoutMs), worker?.stop(config.shutdownTimeoutMs)]);
       await limiter.stop();
-      mailer.close();
-      await database.close();
+      await closeDeps(deps, database);
     })();
     return closing;
   };
 
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-  return { url: `http://${host}:${port}`, port, deps, app, close } satisfies RunningServer;
+  return { url: `http://${host}:${port}`, port, deps, app, close };
+}
+
+export interface RunningWorker {
+  deps: Deps;
+  close(): Promise<void>;
+}
+
+/** Runs jobs only (`plinth worker`), with `config.workers` slots (at least one). */
+export async function startWorker(options: StartOptions): Promise<RunningWorker> {
+  const { deps, database } = await openDeps(options);
+  const worker = createWorker({ ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } });
+  await worker.start();
+  deps.log.info({ worker: worker.id, dialect: deps.dialect }, "plinth worker running");
+  let closing: Promise<void> | undefined;
+  return {
+    deps,
+    close: () => {
+      closing ??= worker.stop(deps.config.shutdownTimeoutMs).then(() => closeDeps(deps, database));
+      return closing;
+    },
+  };
+}
+
+/** Stops accepting connections and waits (bounded) for in-flight requests to finish. */
+function drainHttp(server: HttpServer, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    // Keep-alive connections go idle as their last request finishes; close them as they do.
+    const reaper = setInterval(() => server.closeIdleConnections(), 50);
+    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    deadline.unref();
+    server.close(() => {
+      clearInterval(reaper);
+      clearTimeout(deadline);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
 }

@@ -104,6 +104,30 @@ export interface RateLimitsTable {
   hits: number;
 }
 
+export interface JobsTable {
+  id: string;
+  kind: string;
+  payload: string;
+  status: string;
+  attempts: number;
+  max_attempts: number;
+  timeout_ms: number;
+  run_at: string;
+  lease_until: string | null;
+  locked_by: string | null;
+  last_error: string | null;
+  idempotency_key: string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+export interface JobSchedulesTable {
+  name: string;
+  next_run_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -113,4 +137,6 @@ export interface Database {
   api_keys: ApiKeysTable;
   audit_events: AuditEventsTable;
   rate_limits: RateLimitsTable;
+  jobs: JobsTable;
+  job_schedules: JobSchedulesTable;
 }
