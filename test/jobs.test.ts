@@ -1,0 +1,296 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../src/db/database.ts";
+import type { Deps } from "../src/deps.ts";
+import { backoffMs } from "../src/jobs/queue.ts";
+import { type JobHandlers, PermanentJobError, Worker } from "../src/jobs/worker.ts";
+import { dialect, startApp, type TestApp } from "./harness.ts";
+
+let app: TestApp;
+let deps: Deps;
+const workers: Worker[] = [];
+
+beforeAll(async () => {
+  // No built-in workers: each test runs its own, with its own handlers.
+  app = await startApp({ WORKERS: "0" });
+  deps = app.server.deps;
+});
+afterEach(async () => {
+  for (const worker of workers.splice(0)) await worker.stop(1_000);
+  await deps.db.deleteFrom("jobs").execute();
+});
+afterAll(() => app.close());
+
+async function runWorker(handlers: JobHandlers, concurrency = 4, workerDeps: Deps = deps): Promise<Worker> {
+  const worker = new Worker(workerDeps, handlers, { concurrency, pollMs: 50 });
+  workers.push(worker);
+  await worker.start();
+  return worker;
+}
+
+async function until(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function job(id: string) {
+  return deps.db.selectFrom("jobs").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
+}
+
+async function onlyJob() {
+  const rows = await deps.db.selectFrom("jobs").selectAll().execute();
+  expect(rows).toHaveLength(1);
+  return rows[0]!;
+}
+
+describe("enqueue", () => {
+  it("creates a job only when the enclosing transaction commits", async () => {
+    await deps.db
+      .transaction()
+      .execute(async (trx) => {
+        await deps.jobs.enqueue(trx, { kind: "test.noop", payload: {} });
+        throw new Error("roll back");
+      })
+      .catch(() => {});
+    expect(await deps.db.selectFrom("jobs").selectAll().execute()).toHaveLength(0);
+    await deps.db.transaction().execute((trx) => deps.jobs.enqueue(trx, { kind: "test.noop", payload: { n: 1 } }));
+    const row = await onlyJob();
+    expect(row).toMatchObject({ kind: "test.noop", status: "pending", attempts: 0, payload: '{"n":1}' });
+  });
+
+  it("ignores a second enqueue with the same idempotency key", async () => {
+    for (let i = 0; i < 3; i++) {
+      await deps.jobs.enqueue(deps.db, { kind: "test.noop", payload: { i }, idempotencyKey: "once" });
+    }
+    expect((await onlyJob()).payload).toBe('{"i":0}');
+  });
+});
+
+describe("running jobs", () => {
+  it("runs a job once and marks it succeeded", async () => {
+    const seen: unknown[] = [];
+    await runWorker({ "test.record": { handle: async (payload) => void seen.push(payload) } });
+    await deps.jobs.enqueue(deps.db, { kind: "test.record", payload: { hello: "world" } });
+    await until(async () => (await onlyJob()).status === "succeeded");
+    expect(seen).toEqual([{ hello: "world" }]);
+    const row = await onlyJob();
+    expect(row.attempts).toBe(1);
+    expect(row.finished_at).not.toBeNull();
+    expect(row.locked_by).toBeNull();
+  });
+
+  it("retries a failing job with backoff until it succeeds", async () => {
+    let calls = 0;
+    const times: number[] = [];
+    await runWorker({
+      "test.flaky": {
+        backoffBaseMs: 40,
+        handle: async () => {
+          times.push(Date.now());
+          calls++;
+          if (calls < 3) throw new Error(`failure ${calls}`);
+        },
+      },
+    });
+    await deps.jobs.enqueue(deps.db, { kind: "test.flaky", payload: {}, maxAttempts: 5 });
+    await until(async () => (await onlyJob()).status === "succeeded");
+    const row = await onlyJob();
+    expect(row.attempts).toBe(3);
+    expect(row.last_error).toBe("failure 2");
+    // Second retry waits about twice the first (±20% jitter each).
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(30);
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(60);
+  });
+
+  it("dead-letters a job after its last attempt and keeps it", async () => {
+    await runWorker({
+      "test.broken": {
+        backoffBaseMs: 10,
+        handle: async () => {
+          throw new Error("always broken");
+        },
+      },
+    });
+    await deps.jobs.enqueue(deps.db, { kind: "test.broken", payload: {}, maxAttempts: 3 });
+    await until(async () => (await onlyJob()).status === "dead");
+    expect(await onlyJob()).toMatchObject({ attempts: 3, last_error: "always broken" });
+  });
+
+  it("dead-letters at once on a permanent error, and a kind with no handler", async () => {
+    await runWorker({
+      "test.permanent": {
+        handle: async () => {
+          throw new PermanentJobError("cannot ever work");
+        },
+      },
+    });
+    await deps.jobs.enqueue(deps.db, { kind: "test.permanent", payload: {}, maxAttempts: 5 });
+    await deps.jobs.enqueue(deps.db, { kind: "test.unknown", payload: {} });
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.every((r) => r.status === "dead");
+    });
+    const rows = await deps.db.selectFrom("jobs").selectAll().orderBy("kind").execute();
+    expect(rows.map((r) => [r.kind, r.attempts, r.last_error])).toEqual([
+      ["test.permanent", 1, "cannot ever work"],
+      ["test.unknown", 1, "no handler for job kind 'test.unknown'"],
+    ]);
+  });
+
+  it("fails an attempt that outlives its timeout", async () => {
+    await runWorker({
+      "test.slow": { backoffBaseMs: 10, handle: () => new Promise((resolve) => setTimeout(resolve, 5_000)) },
+    });
+    await deps.jobs.enqueue(deps.db, { kind: "test.slow", payload: {}, timeoutMs: 100, maxAttempts: 1 });
+    await until(async () => (await onlyJob()).status === "dead");
+    expect((await onlyJob()).last_error).toBe("job timed out after 100 ms");
+  });
+
+  it("runs no more than its concurrency at once", async () => {
+    let active = 0;
+    let peak = 0;
+    await runWorker(
+      {
+        "test.busy": {
+          handle: async () => {
+            active++;
+            peak = Math.max(peak, active);
+            await new Promise((resolve) => setTimeout(resolve, 30));
+            active--;
+          },
+        },
+      },
+      3,
+    );
+    for (let i = 0; i < 12; i++) await deps.jobs.enqueue(deps.db, { kind: "test.busy", payload: { i } });
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.every((r) => r.status === "succeeded");
+    });
+    expect(peak).toBe(3);
+  });
+});
+
+describe("leases", () => {
+  it("picks up a job whose worker died once its lease has lapsed", async () => {
+    const past = new Date(Date.now() - 1_000).toISOString();
+    await deps.jobs.enqueue(deps.db, { kind: "test.record", payload: {} });
+    const { id } = await onlyJob();
+    // As a crashed worker leaves it: running, attempt counted, lease in the past.
+    await deps.db
+      .updateTable("jobs")
+      .set({ status: "running", attempts: 1, locked_by: "wrk_dead", lease_until: past })
+      .where("id", "=", id)
+      .execute();
+    let runs = 0;
+    await runWorker({ "test.record": { handle: async () => void runs++ } });
+    await until(async () => (await job(id)).status === "succeeded");
+    expect(runs).toBe(1);
+    expect((await job(id)).attempts).toBe(2);
+  });
+
+  it("leaves a job alone while its lease is live", async () => {
+    const future = new Date(Date.now() + 60_000).toISOString();
+    await deps.jobs.enqueue(deps.db, { kind: "test.record", payload: {} });
+    const { id } = await onlyJob();
+    await deps.db
+      .updateTable("jobs")
+      .set({ status: "running", attempts: 1, locked_by: "wrk_alive", lease_until: future })
+      .where("id", "=", id)
+      .execute();
+    let runs = 0;
+    await runWorker({ "test.record": { handle: async () => void runs++ } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(runs).toBe(0);
+    expect((await job(id)).locked_by).toBe("wrk_alive");
+  });
+
+  it("hands unfinished jobs back on shutdown without counting the attempt", async () => {
+    let started = false;
+    const worker = await runWorker({
+      "test.long": {
+        handle: async () => {
+          started = true;
+          await new Promise((resolve) => setTimeout(resolve, 3_000));
+        },
+      },
+    });
+    await deps.jobs.enqueue(deps.db, { kind: "test.long", payload: {} });
+    await until(() => started);
+    workers.splice(workers.indexOf(worker), 1);
+    await worker.stop(50);
+    expect(await onlyJob()).toMatchObject({ status: "pending", attempts: 0, locked_by: null, lease_until: null });
+  });
+});
+
+describe("recurring jobs", () => {
+  it("are enqueued once per period however many workers run", async () => {
+    const recurring = [{ name: "test.tick", everyMs: 60_000, kind: "test.tick" }];
+    const ticks: number[] = [];
+    const handlers: JobHandlers = { "test.tick": { handle: async () => void ticks.push(Date.now()) } };
+    for (let i = 0; i < 3; i++) {
+      const worker = new Worker(deps, handlers, { concurrency: 2, pollMs: 50, recurring });
+      workers.push(worker);
+      await worker.start();
+    }
+    await until(() => ticks.length >= 1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(ticks).toHaveLength(1);
+    await deps.db.deleteFrom("job_schedules").execute();
+  });
+});
+
+describe.runIf(dialect === "postgres")("two workers on PostgreSQL", () => {
+  it("drain 1,000 jobs with each processed exactly once", async () => {
+    // Two independent connection pools, as two processes would have.
+    const handles = [openDatabase(app.config), openDatabase(app.config)];
+    try {
+      const processed: string[][] = [[], []];
+      for (const [i, handle] of handles.entries()) {
+        await runWorker(
+          {
+            "test.count": {
+              handle: async (_payload, { job }) => {
+                processed[i]!.push(job.id);
+              },
+            },
+          },
+          8,
+          { ...deps, db: handle.db },
+        );
+      }
+      const specs = Array.from({ length: 1_000 }, (_, n) => ({ kind: "test.count", payload: { n } }));
+      for (let i = 0; i < specs.length; i += 250) await deps.jobs.enqueue(deps.db, ...specs.slice(i, i + 250));
+      await until(async () => {
+        const row = await deps.db
+          .selectFrom("jobs")
+          .select((eb) => eb.fn.countAll<string>().as("n"))
+          .where("status", "=", "succeeded")
+          .executeTakeFirstOrThrow();
+        return Number(row.n) === 1_000;
+      }, 60_000);
+      const all = [...processed[0]!, ...processed[1]!];
+      expect(all).toHaveLength(1_000);
+      expect(new Set(all).size).toBe(1_000);
+      // Both took part.
+      expect(processed[0]!.length).toBeGreaterThan(0);
+      expect(processed[1]!.length).toBeGreaterThan(0);
+    } finally {
+      for (const worker of workers.splice(0)) await worker.stop(1_000);
+      for (const handle of handles) await handle.close();
+    }
+  });
+});
+
+describe("backoff", () => {
+  it("doubles from the base, caps at an hour and jitters by at most 20%", () => {
+    expect(backoffMs(1, 5_000, () => 0.5)).toBe(5_000);
+    expect(backoffMs(2, 5_000, () => 0.5)).toBe(10_000);
+    expect(backoffMs(4, 5_000, () => 0.5)).toBe(40_000);
+    expect(backoffMs(30, 5_000, () => 0.5)).toBe(3_600_000);
+    expect(backoffMs(1, 5_000, () => 0)).toBe(4_000);
+    expect(backoffMs(1, 5_000, () => 1)).toBe(6_000);
+  });
+});
