@@ -1,0 +1,594 @@
+/**
+ * API benchmark (issue 2, "Performance"): drives a running Plinth over loopback with autocannon
+ * and compares it with a bare baseline server measured in the same run.
+ *
+ *   npm run bench:api
+ *
+ * Each server is its own child process; the load generator runs in this process. Measured:
+ *   - baseline  GET /api/orgs with a bearer token  (bench/api/baseline.ts: hash + SQLite lookup + JSON)
+ *   - Plinth    GET /api/orgs with a `pak_` key, and GET /api/org/{slug}/overview with a session
+ *     cookie, on SQLite and on PostgreSQL (a fresh database created and dropped by this script).
+ * The baseline is measured first and again last; Plinth's figures are given as a ratio of the
+ * mean of those two runs, since absolute numbers drift between machines and with background load.
+ *
+ * Environment (all optional):
+ *   BENCH_CONNECTIONS   concurrent connections           (64)
+ *   BENCH_DURATION      seconds measured per scenario    (10)
+ *   BENCH_WARMUP        seconds of warm-up per scenario  (3)
+ *   BENCH_ONLY          comma list of baseline,sqlite,postgres (all three)
+ *   BENCH_SCENARIOS     comma list of Plinth scenarios: key,cookie (both)
+ *   BENCH_PG_URL        PostgreSQL maintenance database  (postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_CPU_PROF      a directory: run each Plinth child with `--cpu-prof` writing there
+ *   BENCH_NODE_ARGS     extra node flags for the Plinth children, space-separated (e.g. --trace-gc)
+ *   BENCH_VERBOSE       1: pass the servers' output through
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { cpus, tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import autocannon, { type Result } from "autocannon";
+import pg from "pg";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const HOST = "127.0.0.1";
+const CONNECTIONS = envInt("BENCH_CONNECTIONS", 64);
+const DURATION_S = envInt("BENCH_DURATION", 10);
+const WARMUP_S = envInt("BENCH_WARMUP", 3);
+const ONLY = new Set((process.env.BENCH_ONLY ?? "baseline,sqlite,postgres").split(",").map((s) => s.trim()));
+const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? "key,cookie").split(",").map((s) => s.trim()));
+const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const CPU_PROF_DIR = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF) : undefined;
+const VERBOSE = process.env.BENCH_VERBOSE === "1";
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+
+/** The issue's target for the key-authenticated read. */
+const TARGET_RATIO = 0.4;
+const TARGET_P99_MS = 10;
+
+function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+interface Child {
+  label: string;
+  proc: ChildProcess;
+  pid: number;
+  url: string;
+  /** The last few KB of the child's output, for error messages. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, HOST, () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function startChild(
+  label: string,
+  args: string[],
+  env: Record<string, string>,
+  healthPath: string,
+  port: number,
+): Promise<Child> {
+  const inherited = { ...process.env };
+  delete inherited.DATABASE_URL;
+  delete inherited.DATABASE_SCHEMA;
+  const proc = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...inherited, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  if (proc.pid === undefined) throw new Error(`${label}: failed to spawn`);
+  let tail = "";
+  const keep = (chunk: Buffer) => {
+    if (VERBOSE) process.stderr.write(chunk);
+    tail = (tail + chunk.toString("utf8")).slice(-8000);
+  };
+  proc.stdout?.on("data", keep);
+  proc.stderr?.on("data", keep);
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  let alive = true;
+  void exited.then(() => {
+    alive = false;
+  });
+
+  const stop = async () => {
+    if (!alive) return;
+    proc.kill("SIGTERM");
+    const killer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(killer);
+  };
+  cleanups.push(stop);
+
+  const url = `http://${HOST}:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (!alive) throw new Error(`${label} exited before it was ready:\n${tail}`);
+    try {
+      const response = await fetch(`${url}${healthPath}`);
+      if (response.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${label} did not become ready within 60 s:\n${tail}`);
+    }
+    await sleep(100);
+  }
+  return { label, proc, pid: proc.pid, url, output: () => tail, stop };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** VmRSS and VmHWM (peak RSS) of a process, in bytes; undefined when /proc is not readable. */
+function memoryOf(pid: number): { rss: number; hwm: number } | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
+    return { rss: kb("VmRSS") * 1024, hwm: kb("VmHWM") * 1024 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU ticks from /proc: all CPUs busy and total, and the busy ticks of the given processes. */
+interface CpuSnapshot {
+  busy: number;
+  total: number;
+  ours: number;
+}
+
+function cpuSnapshot(pids: number[]): CpuSnapshot | undefined {
+  try {
+    const fields = (/^cpu\s+(.*)$/m.exec(readFileSync("/proc/stat", "utf8"))?.[1] ?? "").split(/\s+/).map(Number);
+    // user nice system idle iowait irq softirq steal
+    const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
+    let ours = 0;
+    for (const pid of pids) {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      // Fields after the ")" that ends the command name; utime and stime are the 14th and 15th.
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ours += Number(rest[11]) + Number(rest[12]);
+    }
+    const busy = user + nice + system + irq + softirq + steal;
+    return { busy, total: busy + idle + iowait, ours };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Cores' worth of CPU spent outside `pids` between two snapshots. */
+function otherCores(before: CpuSnapshot | undefined, after: CpuSnapshot | undefined): number {
+  if (!before || !after || after.total <= before.total) return Number.NaN;
+  const other = (after.busy - before.busy - (after.ours - before.ours)) / (after.total - before.total);
+  return Math.max(0, other * cpus().length);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+interface Measurement {
+  server: string;
+  database: string;
+  scenario: string;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  max: number;
+  total: number;
+  non2xx: number;
+  errors: number;
+  /**
+   * Peak resident memory of the server process: the highest VmRSS sampled during the measurement,
+   * or its VmHWM (peak since it started) at the end, whichever is higher.
+   */
+  peakRss: number;
+  /**
+   * Cores' worth of CPU used during the measurement outside the server and this load generator:
+   * PostgreSQL's backends in the PostgreSQL runs, anything else running on the machine (noise),
+   * and interrupt time, which includes some of the loopback traffic itself (about 0.2 cores at
+   * 20,000 req/s). Approximate.
+   */
+  otherCpu: number;
+}
+
+interface Scenario {
+  name: string;
+  path: string;
+  headers: Record<string, string>;
+  /** Checks one response before loading, so the benchmark never measures error pages. */
+  check(body: unknown): void;
+}
+
+async function measure(child: Child, database: string, scenario: Scenario): Promise<Measurement> {
+  const url = `${child.url}${scenario.path}`;
+  const probe = await fetch(url, { headers: scenario.headers });
+  const probeBody = (await probe.json()) as unknown;
+  if (probe.status !== 200) {
+    throw new Error(`${child.label} ${scenario.name}: ${probe.status} ${JSON.stringify(probeBody)}`);
+  }
+  scenario.check(probeBody);
+
+  const options = { url, connections: CONNECTIONS, headers: scenario.headers, timeout: 10_000 };
+  process.stdout.write(`  ${child.label.padEnd(16)} ${scenario.name.padEnd(38)} warm-up ${WARMUP_S}s`);
+  await autocannon({ ...options, duration: WARMUP_S });
+  process.stdout.write(`, measuring ${DURATION_S}s`);
+
+  let peakRss = memoryOf(child.pid)?.rss ?? 0;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, memoryOf(child.pid)?.rss ?? 0);
+  }, 250);
+  const cpuBefore = cpuSnapshot([child.pid, process.pid]);
+  let result: Result;
+  try {
+    result = await autocannon({ ...options, duration: DURATION_S });
+  } finally {
+    clearInterval(sampler);
+  }
+  const otherCpu = otherCores(cpuBefore, cpuSnapshot([child.pid, process.pid]));
+  peakRss = Math.max(peakRss, memoryOf(child.pid)?.hwm ?? 0);
+
+  const measurement: Measurement = {
+    server: child.label,
+    database,
+    scenario: scenario.name,
+    requestsPerSecond: result["2xx"] / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    max: result.latency.max,
+    total: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+    peakRss,
+    otherCpu,
+  };
+  process.stdout.write(
+    ` → ${fmtInt(measurement.requestsPerSecond)} req/s, p50 ${measurement.p50} ms, p99 ${measurement.p99} ms, non-2xx ${measurement.non2xx}\n`,
+  );
+  return measurement;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plinth through its HTTP API
+
+interface Credentials {
+  cookie: string;
+  slug: string;
+  token: string;
+}
+
+async function setUpAccount(url: string): Promise<Credentials> {
+  const signUp = await fetch(`${url}/api/auth/sign-up/email`, {
+    method: "POST",
+    // better-auth refuses a cookie-less POST without an Origin it trusts (PUBLIC_URL).
+    headers: { "content-type": "application/json", origin: url },
+    body: JSON.stringify({
+      email: `bench-${randomBytes(4).toString("hex")}@example.test`,
+      password: "correct-horse-battery-staple",
+      name: "Bench User",
+    }),
+  });
+  if (signUp.status !== 200) throw new Error(`sign-up failed: ${signUp.status} ${await signUp.text()}`);
+  const cookie = signUp.headers
+    .getSetCookie()
+    .find((c) => c.startsWith("plinth.session_token="))
+    ?.split(";")[0];
+  if (!cookie) throw new Error("sign-up returned no plinth.session_token cookie");
+
+  const org = await postJson(url, "/api/org", cookie, { name: "Bench Org" }, 201);
+  const slug = (org as { org: { slug: string } }).org.slug;
+  const key = await postJson(url, `/api/org/${slug}/api-keys`, cookie, { name: "bench key", scope: "full" }, 201);
+  const token = (key as { token: string }).token;
+  if (!token?.startsWith("pak_")) throw new Error(`unexpected key response: ${JSON.stringify(key)}`);
+  return { cookie, slug, token };
+}
+
+async function postJson(url: string, pathname: string, cookie: string, body: unknown, expect: number) {
+  const response = await fetch(`${url}${pathname}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", origin: url, cookie },
+    body: JSON.stringify(body),
+  });
+  const parsed = (await response.json()) as unknown;
+  if (response.status !== expect) {
+    throw new Error(`POST ${pathname}: ${response.status} ${JSON.stringify(parsed)}`);
+  }
+  return parsed;
+}
+
+function expectOrgList(slug: string) {
+  return (body: unknown) => {
+    const orgs = (body as { orgs?: { slug: string }[] }).orgs;
+    if (orgs?.length !== 1 || orgs[0]?.slug !== slug) throw new Error(`unexpected org list: ${JSON.stringify(body)}`);
+  };
+}
+
+async function benchPlinth(database: "sqlite" | "postgres", databaseUrl?: string): Promise<Measurement[]> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-bench-"));
+  cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+  const port = await freePort();
+  const args = [...NODE_ARGS, "--import", "tsx"];
+  if (CPU_PROF_DIR) {
+    // One directory per server: the main thread and tsx's loader thread each write a profile.
+    const dir = path.join(CPU_PROF_DIR, `plinth-${database}`);
+    mkdirSync(dir, { recursive: true });
+    args.push("--cpu-prof", `--cpu-prof-dir=${dir}`);
+  }
+  args.push("src/main.ts");
+  const child = await startChild(
+    `plinth/${database}`,
+    args,
+    {
+      PORT: String(port),
+      HOST,
+      PUBLIC_URL: `http://${HOST}:${port}`,
+      DATA_DIR: dataDir,
+      LOG_LEVEL: "warn",
+      AUTH_SECRET: "bench-secret-bench-secret-bench-secret-0123",
+      RATE_LIMIT_PER_MINUTE: "100000000",
+      ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    },
+    "/api/health",
+    port,
+  );
+  try {
+    const { cookie, slug, token } = await setUpAccount(child.url);
+    const results: Measurement[] = [];
+    if (SCENARIOS.has("key")) {
+      results.push(
+        await measure(child, database, {
+          name: "GET /api/orgs (pak_ key)",
+          path: "/api/orgs",
+          headers: { authorization: `Bearer ${token}` },
+          check: expectOrgList(slug),
+        }),
+      );
+    }
+    if (SCENARIOS.has("cookie")) {
+      results.push(
+        await measure(child, database, {
+          name: "GET /api/org/{slug}/overview (cookie)",
+          path: `/api/org/${slug}/overview`,
+          headers: { cookie },
+          check: (body) => {
+            if ((body as { org?: { slug: string } }).org?.slug !== slug) {
+              throw new Error(`unexpected overview: ${JSON.stringify(body)}`);
+            }
+          },
+        }),
+      );
+    }
+    return results;
+  } finally {
+    // autocannon drops its sockets mid-request at the end of a run; let the server finish the
+    // orphaned requests before asking it to shut down.
+    await sleep(1000);
+    await child.stop();
+    const tail = child.output().trim();
+    if (tail && !VERBOSE) console.log(`  (${child.label} output)\n${tail.replace(/^/gm, "    ")}`);
+  }
+}
+
+async function benchPostgres(): Promise<Measurement[]> {
+  const name = `plinth_bench_${randomBytes(4).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  let dropped = false;
+  const dropDatabase = async () => {
+    if (dropped) return;
+    dropped = true;
+    const client = new pg.Client({ connectionString: PG_ADMIN_URL });
+    await client.connect();
+    try {
+      await client.query(`drop database if exists ${name} with (force)`);
+    } finally {
+      await client.end();
+    }
+  };
+  cleanups.push(dropDatabase);
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${name}`;
+  try {
+    return await benchPlinth("postgres", url.toString());
+  } finally {
+    await dropDatabase().catch((error: unknown) => console.error(`could not drop database ${name}:`, error));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Baseline
+
+interface Baseline {
+  measure(): Promise<Measurement>;
+  stop(): Promise<void>;
+}
+
+/** Starts the baseline server; it is measured at the start of the run and again at the end. */
+async function startBaseline(): Promise<Baseline> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-bench-baseline-"));
+  cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+  const token = `pak_${randomBytes(32).toString("hex")}`;
+  const port = await freePort();
+  const child = await startChild(
+    "baseline",
+    ["--import", "tsx", "bench/api/baseline.ts"],
+    { PORT: String(port), DATA_DIR: dataDir, BASELINE_TOKEN: token },
+    "/health",
+    port,
+  );
+  let runs = 0;
+  return {
+    measure: async () => {
+      runs += 1;
+      return measure(child, "sqlite", {
+        name: `GET /api/orgs (bearer), run ${runs}`,
+        path: "/api/orgs",
+        headers: { authorization: `Bearer ${token}` },
+        check: expectOrgList("baseline-org"),
+      });
+    },
+    stop: () => child.stop(),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+function fmtInt(n: number): string {
+  return Math.round(n).toLocaleString("en-US");
+}
+
+function fmtMb(bytes: number): string {
+  return bytes > 0 ? `${(bytes / 1024 / 1024).toFixed(0)} MB` : "n/a";
+}
+
+function printTable(rows: Measurement[], reference: number | undefined): void {
+  const header = [
+    "server",
+    "db",
+    "scenario",
+    "req/s",
+    "p50",
+    "p99",
+    "max",
+    "non-2xx",
+    "errors",
+    "peak RSS",
+    "other CPU",
+    "vs baseline",
+  ];
+  const lines = rows.map((m) => [
+    m.server.split("/")[0] ?? m.server,
+    m.database,
+    m.scenario,
+    fmtInt(m.requestsPerSecond),
+    `${m.p50} ms`,
+    `${m.p99} ms`,
+    `${m.max} ms`,
+    String(m.non2xx),
+    String(m.errors),
+    fmtMb(m.peakRss),
+    Number.isNaN(m.otherCpu) ? "n/a" : `${m.otherCpu.toFixed(2)} cores`,
+    reference ? `${((m.requestsPerSecond / reference) * 100).toFixed(1)}%` : "n/a",
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? "").length)));
+  const numeric = new Set([3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  const render = (cells: string[]) =>
+    `| ${cells.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join(" | ")} |`;
+  console.log(render(header));
+  console.log(`|${widths.map((w, i) => (numeric.has(i) ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`);
+  for (const line of lines) console.log(render(line));
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `Plinth API benchmark: ${CONNECTIONS} connections, ${WARMUP_S}s warm-up + ${DURATION_S}s per scenario, ` +
+      `over ${HOST} (node ${process.version})`,
+  );
+  const rows: Measurement[] = [];
+  // The baseline is measured before and after Plinth and the mean is the reference, so that a
+  // change in background load during the run moves the reference less.
+  const baselineRuns: Measurement[] = [];
+  const baseline = ONLY.has("baseline") ? await startBaseline() : undefined;
+  if (baseline) baselineRuns.push(await baseline.measure());
+  if (ONLY.has("sqlite")) rows.push(...(await benchPlinth("sqlite")));
+  if (ONLY.has("postgres")) rows.push(...(await benchPostgres()));
+  if (baseline && rows.length > 0) baselineRuns.push(await baseline.measure());
+  await baseline?.stop();
+  rows.unshift(...baselineRuns);
+  const reference =
+    baselineRuns.length > 0
+      ? baselineRuns.reduce((sum, run) => sum + run.requestsPerSecond, 0) / baselineRuns.length
+      : undefined;
+
+  console.log("");
+  printTable(rows, reference);
+  console.log("");
+
+  let failed = false;
+  for (const row of rows) {
+    if (row.non2xx > 0 || row.errors > 0) {
+      failed = true;
+      console.log(`✗ ${row.server} ${row.scenario}: ${row.non2xx} non-2xx responses, ${row.errors} errors/timeouts`);
+    }
+  }
+  if (reference) {
+    console.log(
+      `Baseline reference: ${fmtInt(reference)} req/s (mean of ${baselineRuns.length} run${baselineRuns.length > 1 ? "s" : ""})`,
+    );
+    console.log(
+      `Target: key-authenticated GET /api/orgs >= ${TARGET_RATIO * 100}% of the baseline ` +
+        `(>= ${fmtInt(reference * TARGET_RATIO)} req/s here) with p99 <= ${TARGET_P99_MS} ms`,
+    );
+    for (const row of rows.filter((r) => r.server.startsWith("plinth") && r.scenario.includes("pak_"))) {
+      const ratio = row.requestsPerSecond / reference;
+      const met = ratio >= TARGET_RATIO && row.p99 <= TARGET_P99_MS && row.non2xx === 0;
+      console.log(
+        `  ${met ? "MET   " : "MISSED"} ${row.database.padEnd(8)} ${(ratio * 100).toFixed(1)}% of baseline, p99 ${row.p99} ms`,
+      );
+    }
+  }
+  const noise = Math.max(
+    ...rows
+      .filter((r) => r.database === "sqlite")
+      .map((r) => r.otherCpu)
+      .filter((n) => !Number.isNaN(n)),
+    0,
+  );
+  if (noise > 0.4) {
+    console.log(
+      `Note: other processes on this machine used up to ${noise.toFixed(2)} cores during the SQLite measurements; ` +
+        "absolute figures are depressed and noisy (the ratio to the baseline is the comparable figure).",
+    );
+  }
+  if (CPU_PROF_DIR) console.log(`CPU profiles of the Plinth children: ${CPU_PROF_DIR}`);
+  if (failed) process.exitCode = 1;
+}
+
+async function cleanUp(): Promise<void> {
+  for (const cleanup of cleanups.splice(0).reverse()) {
+    await cleanup().catch(() => undefined);
+  }
+}
+
+process.once("SIGINT", () => {
+  void cleanUp().then(() => process.exit(130));
+});
+
+try {
+  await main();
+} catch (error) {
+  console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+  process.exitCode = 1;
+} finally {
+  await cleanUp();
+}
