@@ -1,6 +1,3 @@
 #!/usr/bin/env node
-// Runs the TypeScript entry point through tsx's loader, so the CLI needs no build step.
-import { register } from "tsx/esm/api";
-
-register();
-await import("../src/main.ts");
+// The compiled CLI (`npm run build`, run by `npm install` through `prepare`).
+await import("../dist/main.js");

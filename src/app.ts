@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
-import type { Context, Hono, MiddlewareHandler } from "hono";
+import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -15,15 +15,17 @@ import { memberRoutes } from "./domains/members/routes.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
-import { identify } from "./http/identify.ts";
+import { identifyCaller } from "./http/identify.ts";
 import { requirePrincipal } from "./http/principal.ts";
-import { type RateLimiter, rateLimit } from "./http/rate-limit.ts";
+import { applyRateDecision, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
-import { sameOriginWrites } from "./http/same-origin.ts";
+import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
 export const MAX_BODY_BYTES = 1024 * 1024;
+
+const BODYLESS_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /** Paths outside authentication and rate limiting. */
 const PUBLIC_PATHS = new Set(["/api/health"]);
@@ -69,19 +71,22 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
   const api = createRouter();
 
   const isSecured = securedOperations(api);
-  const guards: MiddlewareHandler<AppEnv>[] = [
-    identify(deps, auth),
-    rateLimit(limiter, { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute }),
-    sameOriginWrites(config.publicUrl, config.cookiePrefix),
+  const limits = { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute };
+  const trustedOrigin = new URL(config.publicUrl).origin;
+  const sessionCookie = `${config.cookiePrefix}.session_token`;
+  // One middleware, awaiting only when it must: it runs on every request.
+  api.use("*", async (c, next) => {
+    if (PUBLIC_PATHS.has(c.req.path)) return next();
+    const identifying = identifyCaller(deps, auth, c);
+    if (identifying) await identifying;
+    const [bucket, limit] = rateBucket(c, limits);
+    const decision = limiter.hit(bucket, limit);
+    applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+    assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
-    async (c, next) => {
-      if (!c.get("principal") && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
-      await next();
-    },
-  ];
-  for (const guard of guards) {
-    api.use("*", (c, next) => (PUBLIC_PATHS.has(c.req.path) ? next() : guard(c, next)));
-  }
+    if (!c.get("principal") && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
+    return next();
+  });
 
   api
     .openapi(healthRoute, async (c) => {
@@ -130,17 +135,16 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
 
   const app = createRouter();
   app.use("*", requestContext(deps.log, config.trustProxy));
-  app.use(
-    "/api/*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) => {
-        // The rest of the body is left unread, so this connection cannot carry another request.
-        c.header("Connection", "close");
-        throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
-      },
-    }),
-  );
+  const limitBody = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) => {
+      // The rest of the body is left unread, so this connection cannot carry another request.
+      c.header("Connection", "close");
+      throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
+    },
+  });
+  // Reads carry no body; skipping them keeps the request from being materialised for nothing.
+  app.use("/api/*", (c, next) => (BODYLESS_METHODS.has(c.req.method) ? next() : limitBody(c, next)));
   app.route("/api", api);
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));

@@ -1,7 +1,7 @@
 import type { Kysely } from "kysely";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import type { Dialect } from "./db/database.ts";
+import type { Dialect, Reader } from "./db/database.ts";
 import type { Database } from "./db/schema.ts";
 import type { JobQueue } from "./jobs/queue.ts";
 import type { Logger } from "./logger.ts";
@@ -11,6 +11,8 @@ import type { Mailer } from "./mail/mailer.ts";
 export interface Deps {
   db: Kysely<Database>;
   dialect: Dialect;
+  /** Reads on every request's path, outside Kysely (see `Reader`). */
+  reader: Reader;
   config: Config;
   clock: Clock;
   log: Logger;

@@ -1,6 +1,6 @@
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
+import { type Http2Bindings, type HttpBindings, serve } from "@hono/node-server";
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { createAuth } from "./auth/better-auth.ts";
@@ -30,7 +30,16 @@ async function openDeps({ config, clock = systemClock, log = createLogger(config
   await migrateToLatest(database, config.databaseSchema);
   const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, log });
   const jobs = new JobQueue(database.dialect, clock, config.databaseSchema);
-  const deps: Deps = { db: database.db, dialect: database.dialect, config, clock, log, mailer, jobs };
+  const deps: Deps = {
+    db: database.db,
+    dialect: database.dialect,
+    reader: database.reader,
+    config,
+    clock,
+    log,
+    mailer,
+    jobs,
+  };
   return { deps, database };
 }
 
@@ -74,8 +83,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   await worker?.start();
   const app = createApp({ deps, auth, limiter });
 
+  const inFlight = new InFlight();
   const server = await new Promise<HttpServer>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
+    // This server is HTTP/1.1, so the bindings are always the node:http request and response.
+    const fetch = (request: Request, env: HttpBindings | Http2Bindings) =>
+      inFlight.track(() => app.fetch(request, env as HttpBindings));
+    const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
   });
   const port = (server.address() as AddressInfo).port;
   log.info({ port, dialect: deps.dialect, workers: config.workers }, "plinth listening");
@@ -83,7 +96,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
-      await Promise.all([drainHttp(server, config.shutdownTimeoutMs), worker?.stop(config.shutdownTimeoutMs)]);
+      await Promise.all([
+        drainHttp(server, inFlight, config.shutdownTimeoutMs),
+        worker?.stop(config.shutdownTimeoutMs),
+      ]);
       await limiter.stop();
       await closeDeps(deps, database);
     })();
@@ -115,17 +131,50 @@ export async function startWorker(options: StartOptions): Promise<RunningWorker>
   };
 }
 
-/** Stops accepting connections and waits (bounded) for in-flight requests to finish. */
-function drainHttp(server: HttpServer, timeoutMs: number): Promise<void> {
+/** Counts requests whose handlers are still running, which can outlive their connection. */
+class InFlight {
+  private count = 0;
+  private idle: (() => void) | undefined;
+
+  async track(handle: () => Response | Promise<Response>): Promise<Response> {
+    this.count++;
+    try {
+      return await handle();
+    } finally {
+      this.count--;
+      if (this.count === 0) this.idle?.();
+    }
+  }
+
+  drained(): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.idle = resolve;
+    });
+  }
+}
+
+/**
+ * Stops accepting connections and waits (bounded) until every connection has closed and every
+ * handler has returned: a client that hangs up does not stop its handler, which must not find
+ * the database closed under it.
+ */
+function drainHttp(server: HttpServer, inFlight: InFlight, timeoutMs: number): Promise<void> {
   return new Promise<void>((resolve) => {
     // Keep-alive connections go idle as their last request finishes; close them as they do.
     const reaper = setInterval(() => server.closeIdleConnections(), 50);
-    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    const deadline = setTimeout(() => {
+      clearInterval(reaper);
+      server.closeAllConnections();
+      resolve();
+    }, timeoutMs);
     deadline.unref();
     server.close(() => {
-      clearInterval(reaper);
-      clearTimeout(deadline);
-      resolve();
+      inFlight.drained().then(() => {
+        clearInterval(reaper);
+        clearTimeout(deadline);
+        resolve();
+      });
     });
     server.closeIdleConnections();
   });

@@ -22,7 +22,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** Runs `bin/plinth.js` as a real process with the given environment (SQLite in a temp dir). */
+/** Runs the CLI (src/main.ts, through tsx) as a real process with the given environment (SQLite in a temp dir). */
 function runPlinth(env: Record<string, string>, args: string[] = []) {
   const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-proc-"));
   dirs.push(dataDir);
@@ -37,7 +37,7 @@ function runPlinth(env: Record<string, string>, args: string[] = []) {
   delete childEnv.DATABASE_URL;
   delete childEnv.TEST;
   delete childEnv.VITEST;
-  const child = spawn(process.execPath, [path.join(ROOT, "bin/plinth.js"), ...args], {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), ...args], {
     cwd: ROOT,
     env: childEnv,
     stdio: ["ignore", "pipe", "pipe"],

@@ -42,6 +42,11 @@ const SCENARIOS = new Set((process.env.BENCH_SCENARIOS ?? "key,cookie").split(",
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const CPU_PROF_DIR = process.env.BENCH_CPU_PROF ? path.resolve(process.env.BENCH_CPU_PROF) : undefined;
 const VERBOSE = process.env.BENCH_VERBOSE === "1";
+/** Plinth as `npm start` runs it (compiled output, same V8 flags), or the sources via tsx. */
+const PLINTH_ENTRY =
+  process.env.BENCH_FROM_SOURCE === "1"
+    ? ["--import", "tsx", "src/main.ts"]
+    : ["--max-semi-space-size=32", "dist/main.js"];
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
 
 /** The issue's target for the key-authenticated read. */
@@ -331,14 +336,14 @@ async function benchPlinth(database: "sqlite" | "postgres", databaseUrl?: string
   const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-bench-"));
   cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
   const port = await freePort();
-  const args = [...NODE_ARGS, "--import", "tsx"];
+  const args = [...NODE_ARGS];
   if (CPU_PROF_DIR) {
     // One directory per server: the main thread and tsx's loader thread each write a profile.
     const dir = path.join(CPU_PROF_DIR, `plinth-${database}`);
     mkdirSync(dir, { recursive: true });
     args.push("--cpu-prof", `--cpu-prof-dir=${dir}`);
   }
-  args.push("src/main.ts");
+  args.push(...PLINTH_ENTRY);
   const child = await startChild(
     `plinth/${database}`,
     args,
@@ -440,7 +445,12 @@ async function startBaseline(): Promise<Baseline> {
   const port = await freePort();
   const child = await startChild(
     "baseline",
-    ["--import", "tsx", "bench/api/baseline.ts"],
+    [
+      ...(CPU_PROF_DIR ? ["--cpu-prof", `--cpu-prof-dir=${path.join(CPU_PROF_DIR, "baseline")}`] : []),
+      "--import",
+      "tsx",
+      "bench/api/baseline.ts",
+    ],
     { PORT: String(port), DATA_DIR: dataDir, BASELINE_TOKEN: token },
     "/health",
     port,

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, PostgresDialect, SqliteDialect, type Transaction } from "kysely";
+import { Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, type Transaction } from "kysely";
 import pg from "pg";
 import type { Database } from "./schema.ts";
 
@@ -10,9 +10,20 @@ export type Dialect = "sqlite" | "postgres";
 /** A handle that queries can run on: the database itself or an open transaction. */
 export type Db = Kysely<Database> | Transaction<Database>;
 
+/**
+ * Runs a read outside Kysely, for the few queries on every request's path. On SQLite it uses a
+ * second connection that only reads: in WAL mode it sees the last committed state and never
+ * queues behind a write transaction on the main connection. On PostgreSQL it runs a named
+ * prepared statement, so the server parses and plans the query once per connection.
+ */
+export interface Reader {
+  first<Row>(name: string, sql: string, parameters: unknown[]): Promise<Row | undefined>;
+}
+
 export interface DatabaseHandle {
   db: Kysely<Database>;
   dialect: Dialect;
+  reader: Reader;
   /** Where the SQLite file lives; undefined on PostgreSQL. */
   file: string | undefined;
   close(): Promise<void>;
@@ -40,12 +51,53 @@ function openSqlite(file: string): DatabaseHandle {
   sqlite.pragma("synchronous = NORMAL");
   sqlite.pragma("foreign_keys = ON");
   sqlite.pragma("busy_timeout = 5000");
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  // Opened on first use, after migrations have created the tables it reads.
+  let readConnection: SqliteDatabase | undefined;
+  const reader: Reader = {
+    async first<Row>(_name: string, sql: string, parameters: unknown[]) {
+      if (!readConnection) {
+        const connection = new SQLite(file);
+        connection.pragma("query_only = ON");
+        connection.pragma("busy_timeout = 5000");
+        readConnection = withStatementCache(connection);
+      }
+      return (readConnection.prepare(sql) as unknown as SQLite.Statement).get(...parameters) as Row | undefined;
+    },
+  };
   return {
     db,
     dialect: "sqlite",
+    reader,
     file,
-    close: () => db.destroy(),
+    close: async () => {
+      readConnection?.close();
+      await db.destroy();
+    },
+  };
+}
+
+const STATEMENT_CACHE_SIZE = 500;
+
+/**
+ * Kysely prepares every query it runs; SQLite then parses and plans the same text again each
+ * time. Keeping prepared statements by SQL text skips that on every repeated query. Safe because
+ * better-sqlite3 runs a statement to completion synchronously, and SQLite re-prepares a cached
+ * statement by itself when the schema changes under it.
+ */
+function withStatementCache(sqlite: SQLite.Database): SqliteDatabase {
+  const statements = new Map<string, SQLite.Statement>();
+  return {
+    prepare(sql) {
+      let statement = statements.get(sql);
+      if (!statement) {
+        if (statements.size >= STATEMENT_CACHE_SIZE) statements.clear();
+        statement = sqlite.prepare(sql);
+        statements.set(sql, statement);
+      }
+      return statement;
+    },
+    close: () => sqlite.close(),
   };
 }
 
@@ -57,9 +109,16 @@ function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
     ...(options.databaseSchema ? { options: `-c search_path=${options.databaseSchema}` } : {}),
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const reader: Reader = {
+    async first<Row>(name: string, sql: string, parameters: unknown[]) {
+      const result = await pool.query({ name, text: sql, values: parameters });
+      return result.rows[0] as Row | undefined;
+    },
+  };
   return {
     db,
     dialect: "postgres",
+    reader,
     file: undefined,
     close: () => db.destroy(),
   };

@@ -1,8 +1,11 @@
+import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "../logger.ts";
 import type { AppError } from "./errors.ts";
 import type { Principal } from "./principal.ts";
 
 export interface AppEnv {
+  /** The Node request and response, from @hono/node-server (absent under other runtimes). */
+  Bindings: Partial<HttpBindings>;
   Variables: {
     requestId: string;
     log: Logger;

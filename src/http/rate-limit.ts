@@ -1,10 +1,11 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context } from "hono";
 import type { Kysely } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/schema.ts";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./context.ts";
 import { AppError } from "./errors.ts";
+import { setResponseHeader } from "./response-headers.ts";
 
 export interface RateDecision {
   allowed: boolean;
@@ -59,7 +60,8 @@ export class RateLimiter {
     await this.flush();
   }
 
-  async hit(bucket: string, limit: number): Promise<RateDecision> {
+  /** Counts one hit; synchronous unless the bucket's count must first be read from the database. */
+  hit(bucket: string, limit: number): RateDecision | Promise<RateDecision> {
     const now = this.clock.now().getTime();
     const window = Math.floor(now / this.windowMs);
     let state = this.windows.get(bucket);
@@ -70,9 +72,14 @@ export class RateLimiter {
       this.windows.set(bucket, fresh);
       state = fresh;
     }
-    if (state.loading) await state.loading;
+    const loaded = state;
+    if (loaded.loading) return loaded.loading.then(() => this.count(loaded, limit, now));
+    return this.count(loaded, limit, now);
+  }
+
+  private count(state: WindowState, limit: number, now: number): RateDecision {
     const used = state.stored + state.pending;
-    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * this.windowMs - now) / 1000));
+    const resetSeconds = Math.max(1, Math.ceil(((state.window + 1) * this.windowMs - now) / 1000));
     if (used >= limit) return { allowed: false, limit, remaining: 0, resetSeconds };
     state.pending++;
     return { allowed: true, limit, remaining: limit - used - 1, resetSeconds };
@@ -149,35 +156,32 @@ export class RateLimitedError extends AppError {
   }
 }
 
+const CREDENTIAL_PATHS = new Set(["/api/auth/sign-in/email", "/api/auth/sign-up/email"]);
+
 /**
- * Limits each principal (API key, signed-in account, or client address when anonymous) per
- * minute, and stricter per address on sign-in and sign-up. Every response carries the
- * `RateLimit-*` headers; a refusal adds `Retry-After`.
+ * Which budget a request draws on: per address on sign-in and sign-up (stricter), else per
+ * principal (API key, signed-in account, or client address when anonymous).
  */
-export function rateLimit(
-  limiter: RateLimiter,
+export function rateBucket(
+  c: Context<AppEnv>,
   limits: { perMinute: number; authPerMinute: number },
-): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const principal = c.get("principal");
-    const credentialBound = c.req.method === "POST" && CREDENTIAL_PATHS.has(c.req.path);
-    const [bucket, limit] = credentialBound
-      ? [`auth:${c.get("clientIp")}`, limits.authPerMinute]
-      : principal?.type === "api_key"
-        ? [`key:${principal.keyId}`, limits.perMinute]
-        : principal?.type === "account"
-          ? [`account:${principal.accountId}`, limits.perMinute]
-          : [`ip:${c.get("clientIp")}`, limits.perMinute];
-    const decision = await limiter.hit(bucket, limit);
-    c.header("RateLimit-Limit", String(decision.limit));
-    c.header("RateLimit-Remaining", String(decision.remaining));
-    c.header("RateLimit-Reset", String(decision.resetSeconds));
-    if (!decision.allowed) {
-      c.header("Retry-After", String(decision.resetSeconds));
-      throw new RateLimitedError(decision.resetSeconds);
-    }
-    await next();
-  };
+): [bucket: string, limit: number] {
+  if (c.req.method === "POST" && CREDENTIAL_PATHS.has(c.req.path)) {
+    return [`auth:${c.get("clientIp")}`, limits.authPerMinute];
+  }
+  const principal = c.get("principal");
+  if (principal?.type === "api_key") return [`key:${principal.keyId}`, limits.perMinute];
+  if (principal?.type === "account") return [`account:${principal.accountId}`, limits.perMinute];
+  return [`ip:${c.get("clientIp")}`, limits.perMinute];
 }
 
-const CREDENTIAL_PATHS = new Set(["/api/auth/sign-in/email", "/api/auth/sign-up/email"]);
+/** Sets the `RateLimit-*` headers every response carries; a refusal adds `Retry-After` and throws 429. */
+export function applyRateDecision(c: Context<AppEnv>, decision: RateDecision): void {
+  setResponseHeader(c, "RateLimit-Limit", String(decision.limit));
+  setResponseHeader(c, "RateLimit-Remaining", String(decision.remaining));
+  setResponseHeader(c, "RateLimit-Reset", String(decision.resetSeconds));
+  if (!decision.allowed) {
+    setResponseHeader(c, "Retry-After", String(decision.resetSeconds));
+    throw new RateLimitedError(decision.resetSeconds);
+  }
+}

@@ -4,6 +4,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { normalizeIp } from "../lib/ip.ts";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./context.ts";
+import { setResponseHeader } from "./response-headers.ts";
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
@@ -34,11 +35,13 @@ export function requestContext(log: Logger, trustProxy: boolean): MiddlewareHand
     c.set("clientIp", clientIp);
     c.set("principal", null);
     c.set("log", log);
-    c.header("X-Request-Id", requestId);
+    setResponseHeader(c, "X-Request-Id", requestId);
     await next();
     const status = c.res.status;
+    const level = status >= 500 ? "error" : "info";
+    if (!log.isLevelEnabled(level)) return;
     const principal = c.get("principal");
-    log[status >= 500 ? "error" : "info"]({
+    log[level]({
       requestId,
       method: c.req.method,
       path: c.req.path,

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
 import { ForbiddenError } from "./errors.ts";
 
@@ -12,22 +12,13 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
  * requests carry no ambient credential and are not checked. SameSite=Lax on the cookie is the
  * second line of defence.
  */
-export function sameOriginWrites(publicUrl: string, cookiePrefix: string): MiddlewareHandler<AppEnv> {
-  const trusted = new URL(publicUrl).origin;
-  const sessionCookie = `${cookiePrefix}.session_token`;
-  return async (c, next) => {
-    if (
-      !SAFE_METHODS.has(c.req.method) &&
-      !c.req.header("authorization") &&
-      c.req.header("cookie")?.includes(sessionCookie)
-    ) {
-      const source = c.req.header("origin") ?? c.req.header("referer");
-      if (source !== undefined && originOf(source) !== trusted) {
-        throw new ForbiddenError("cross-site request refused: Origin does not match this service");
-      }
-    }
-    await next();
-  };
+export function assertSameOriginWrite(c: Context<AppEnv>, trustedOrigin: string, sessionCookie: string): void {
+  if (SAFE_METHODS.has(c.req.method) || c.req.header("authorization")) return;
+  if (!c.req.header("cookie")?.includes(sessionCookie)) return;
+  const source = c.req.header("origin") ?? c.req.header("referer");
+  if (source !== undefined && originOf(source) !== trustedOrigin) {
+    throw new ForbiddenError("cross-site request refused: Origin does not match this service");
+  }
 }
 
 function originOf(value: string): string | null {

@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
+import { preparedRead } from "../../db/compiled.ts";
 import type { ApiKeysTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
 import { ForbiddenError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
@@ -12,6 +13,7 @@ import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize } from "../orgs/access.ts";
+import { ORG_COLUMNS } from "../orgs/records.ts";
 import type { ApiKeyInput, ApiKeySchema } from "./schemas.ts";
 
 type ApiKey = z.infer<typeof ApiKeySchema>;
@@ -102,17 +104,12 @@ export async function revokeApiKey({ ctx, id }: { ctx: OrgCtx; id: string }): Pr
   });
 }
 
-/**
- * Resolves a bearer token to its key and org in one query, on every request: revocation and
- * expiry take effect on the very next call, in every process. Refuses callers outside the
- * org's IP allowlist.
- */
-export async function authenticateApiKey(deps: Deps, token: string, clientIp: string | null): Promise<ApiKeyPrincipal> {
-  if (!TOKEN_PATTERN.test(token)) throw new UnauthorizedError("invalid API key");
-  const row = await deps.db
+/** The key with its org, by token hash: one query on the path of every key-authenticated request. */
+const findKeyByHash = preparedRead("plinth_api_key_by_hash", (db) =>
+  db
     .selectFrom("api_keys")
     .innerJoin("orgs", "orgs.id", "api_keys.org_id")
-    .selectAll("orgs")
+    .select(ORG_COLUMNS.map((column) => `orgs.${column}` as const))
     .select([
       "api_keys.id as key_id",
       "api_keys.scope as key_scope",
@@ -121,8 +118,20 @@ export async function authenticateApiKey(deps: Deps, token: string, clientIp: st
       "api_keys.last_used_at as key_last_used_at",
       "api_keys.revoked_at as key_revoked_at",
     ])
-    .where("api_keys.token_hash", "=", sha256Hex(token))
-    .executeTakeFirst();
+    .where("api_keys.token_hash", "=", "?"),
+);
+
+/** When this process last wrote each key's `lastUsedAt`, so concurrent requests do not all write it. */
+const lastUsedWrites = new Map<string, number>();
+
+/**
+ * Resolves a bearer token to its key and org in one query, on every request: revocation and
+ * expiry take effect on the very next call, in every process. Refuses callers outside the
+ * org's IP allowlist.
+ */
+export async function authenticateApiKey(deps: Deps, token: string, clientIp: string | null): Promise<ApiKeyPrincipal> {
+  if (!TOKEN_PATTERN.test(token)) throw new UnauthorizedError("invalid API key");
+  const row = await findKeyByHash(deps, sha256Hex(token));
   if (!row || row.deleted_at !== null) throw new UnauthorizedError("invalid API key");
   if (row.key_revoked_at !== null) throw new UnauthorizedError("API key has been revoked");
   const now = deps.clock.now();
@@ -138,12 +147,11 @@ export async function authenticateApiKey(deps: Deps, token: string, clientIp: st
     key_revoked_at: _revokedAt,
     ...org
   } = row;
-  if (!isIpAllowed(fromJsonColumn<string[]>(org.ip_allowlist, []), clientIp)) {
+  if (org.ip_allowlist !== "[]" && !isIpAllowed(fromJsonColumn<string[]>(org.ip_allowlist, []), clientIp)) {
     throw new ForbiddenError("this organization does not accept API keys from your IP address");
   }
-  if (key_last_used_at === null || now.getTime() - Date.parse(key_last_used_at) >= LAST_USED_RESOLUTION_MS) {
-    await deps.db.updateTable("api_keys").set({ last_used_at: now.toISOString() }).where("id", "=", key_id).execute();
-  }
+  const touching = touchLastUsed(deps, key_id, key_last_used_at, now);
+  if (touching) await touching;
   return {
     type: "api_key",
     keyId: key_id,
@@ -151,4 +159,15 @@ export async function authenticateApiKey(deps: Deps, token: string, clientIp: st
     mcpTools: fromJsonColumn<string[] | null>(key_mcp_tools, null),
     org,
   };
+}
+
+/** Writes `lastUsedAt` when it is older than its resolution; returns nothing (no await) otherwise. */
+function touchLastUsed(deps: Deps, keyId: string, stored: string | null, now: Date): Promise<unknown> | undefined {
+  const nowMs = now.getTime();
+  if (stored !== null && nowMs - Date.parse(stored) < LAST_USED_RESOLUTION_MS) return undefined;
+  const written = lastUsedWrites.get(keyId);
+  if (written !== undefined && nowMs - written < LAST_USED_RESOLUTION_MS) return undefined;
+  if (lastUsedWrites.size > 10_000) lastUsedWrites.clear();
+  lastUsedWrites.set(keyId, nowMs);
+  return deps.db.updateTable("api_keys").set({ last_used_at: now.toISOString() }).where("id", "=", keyId).execute();
 }

@@ -1,7 +1,7 @@
 import type { Deps } from "../../deps.ts";
 import { ForbiddenError, NotFoundError } from "../../http/errors.ts";
 import type { KeyScope, Principal } from "../../http/principal.ts";
-import type { OrgRow } from "./records.ts";
+import { ORG_COLUMNS, type OrgRow } from "./records.ts";
 
 export const ROLES = ["owner", "admin", "developer", "viewer"] as const;
 export type Role = (typeof ROLES)[number];
@@ -66,7 +66,7 @@ export async function resolveOrgAccess(deps: Deps, principal: Principal, slug: s
   const row = await deps.db
     .selectFrom("orgs")
     .innerJoin("memberships", "memberships.org_id", "orgs.id")
-    .selectAll("orgs")
+    .select(ORG_COLUMNS.map((column) => `orgs.${column}` as const))
     .select("memberships.role as member_role")
     .where("orgs.slug", "=", slug)
     .where("orgs.deleted_at", "is", null)

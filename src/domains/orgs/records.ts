@@ -2,7 +2,26 @@ import type { Selectable } from "kysely";
 import type { OrgsTable } from "../../db/schema.ts";
 import { fromJsonColumn } from "../../lib/json.ts";
 
-export type OrgRow = Selectable<OrgsTable>;
+/**
+ * The org columns requests work with. The webhook signing secret and the sign-up survey fields
+ * are left out, so they are neither read on every request nor held in request state.
+ */
+export const ORG_COLUMNS = [
+  "id",
+  "slug",
+  "name",
+  "plan_id",
+  "residency",
+  "default_region",
+  "ip_allowlist",
+  "webhook_url",
+  "status",
+  "created_at",
+  "updated_at",
+  "deleted_at",
+] as const satisfies readonly (keyof OrgsTable)[];
+
+export type OrgRow = Pick<Selectable<OrgsTable>, (typeof ORG_COLUMNS)[number]>;
 
 export const RESIDENCIES = ["eu", "tr", "global"] as const;
 export const REGIONS = ["ist", "fra", "ams", "lhr", "sjc", "iad", "sin", "syd"] as const;

@@ -1,6 +1,7 @@
 import type { z } from "@hono/zod-openapi";
-import { sql } from "kysely";
+import { type Selectable, sql } from "kysely";
 import { type Db, type Dialect, isUniqueViolation } from "../../db/database.ts";
+import type { OrgsTable } from "../../db/schema.ts";
 import { ConflictError } from "../../http/errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
@@ -10,7 +11,7 @@ import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { authorize, type Role } from "./access.ts";
-import { DEFAULT_REGION_BY_RESIDENCY, type Org, type OrgRow, toOrg } from "./records.ts";
+import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
 import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
 
 const SLUG_ATTEMPTS = 5;
@@ -55,7 +56,7 @@ export async function createOrg({
         await lockSlugBase(trx, dialect, base);
         const now = clock.now();
         const at = now.toISOString();
-        const org: OrgRow = {
+        const org: Selectable<OrgsTable> = {
           id: newId("org", now),
           slug: firstFreeSlug(base, await takenSlugs(trx, base)),
           name: input.name,
@@ -109,7 +110,7 @@ export async function listOrgs({ ctx }: { ctx: Ctx }): Promise<OrgMembership[]> 
   const rows = await ctx.deps.db
     .selectFrom("orgs")
     .innerJoin("memberships", "memberships.org_id", "orgs.id")
-    .selectAll("orgs")
+    .select(ORG_COLUMNS.map((column) => `orgs.${column}` as const))
     .select("memberships.role as member_role")
     .where("memberships.account_id", "=", principal.accountId)
     .where("orgs.deleted_at", "is", null)
@@ -133,7 +134,7 @@ export async function updateOrg({
 }): Promise<{ org: Org; webhookSecret?: string }> {
   authorize(ctx, "org:update");
   const { org } = ctx;
-  const changes: Partial<OrgRow> = {};
+  const changes: Partial<Selectable<OrgsTable>> = {};
   const changed: Record<string, unknown> = {};
   if (input.name !== undefined && input.name !== org.name) {
     changes.name = input.name;
@@ -165,7 +166,7 @@ export async function updateOrg({
       .set({ ...changes, updated_at: updatedAt })
       .where("id", "=", org.id)
       .where("deleted_at", "is", null)
-      .returningAll()
+      .returning(ORG_COLUMNS)
       .executeTakeFirstOrThrow();
     await recordAudit(trx, ctx, {
       orgId: org.id,
