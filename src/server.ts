@@ -10,6 +10,7 @@ import type { Config } from "./config.ts";
 import { type DatabaseHandle, openDatabase } from "./db/database.ts";
 import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
+import { invitationJobs } from "./domains/members/service.ts";
 import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
 import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
@@ -47,7 +48,7 @@ async function openDeps({ config, clock = systemClock, log = createLogger(config
 function createWorker(deps: Deps): Worker {
   return new Worker(
     deps,
-    { ...maintenanceJobs(deps) },
+    { ...maintenanceJobs(deps), ...invitationJobs(deps) },
     { concurrency: deps.config.workers, pollMs: deps.config.workerPollMs, recurring: maintenanceSchedule },
   );
 }

@@ -1,8 +1,9 @@
 import type { z } from "@hono/zod-openapi";
-import type { Db } from "../../db/database.ts";
-import { isUniqueViolation } from "../../db/database.ts";
+import { type Db, isUniqueViolation } from "../../db/database.ts";
+import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
+import type { JobHandlers } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { randomToken, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
@@ -207,32 +208,18 @@ export async function removeMember({ ctx, id }: { ctx: OrgCtx; id: string }): Pr
   });
 }
 
-function invitationMail(ctx: OrgCtx, email: string, role: string, token: string, expiresAt: string) {
-  const inviter = ctx.principal.type === "account" ? ctx.principal.email : "An administrator";
-  const link = `${ctx.deps.config.publicUrl}/accept-invite?token=${encodeURIComponent(token)}`;
-  return {
-    to: email,
-    subject: `You're invited to join ${ctx.org.name} on Plinth`,
-    text: [
-      `${inviter} invited you to join the organization "${ctx.org.name}" on Plinth as ${role}.`,
-      "",
-      `Accept the invitation: ${link}`,
-      "",
-      `Sign in (or sign up) with ${email} first. The invitation expires at ${expiresAt}.`,
-    ].join("\n"),
-  };
+/** A token hash nobody holds a token for: an invitation's link is minted only when its mail goes out. */
+function unusableTokenHash(): string {
+  return sha256Hex(randomToken("", 32));
 }
 
-/**
- * The mail is sent after the invitation commits; a failed send is logged and the invitation
- * stays valid, so an admin can resend it.
- */
-async function sendInvitationMail(ctx: OrgCtx, mail: ReturnType<typeof invitationMail>): Promise<void> {
-  try {
-    await ctx.deps.mailer.send(mail);
-  } catch (error) {
-    ctx.deps.log.error({ err: error, orgId: ctx.org.id }, "sending the invitation mail failed");
-  }
+/** Queues the invitation mail in the caller's transaction (see `invitationJobs`). */
+async function queueInvitationMail(trx: Db, ctx: OrgCtx, invitationId: string): Promise<void> {
+  await ctx.deps.jobs.enqueue(trx, {
+    kind: "invitation.send",
+    payload: { invitationId, inviter: ctx.principal.type === "account" ? ctx.principal.email : null },
+    maxAttempts: 8,
+  });
 }
 
 export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof InviteInput> }) {
@@ -242,7 +229,6 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
   const now = clock.now();
   const at = now.toISOString();
   const expiresAt = new Date(now.getTime() + config.invitationTtlDays * DAY_MS).toISOString();
-  const token = randomToken("", 32);
   const id = newId("inv", now);
 
   try {
@@ -280,7 +266,7 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
           org_id: ctx.org.id,
           email,
           role: input.role,
-          token_hash: sha256Hex(token),
+          token_hash: unusableTokenHash(),
           status: "pending",
           invited_by: ctx.principal.type === "account" ? ctx.principal.accountId : ctx.principal.keyId,
           expires_at: expiresAt,
@@ -295,6 +281,7 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
         target: { type: "invitation", id },
         data: { email, role: input.role },
       });
+      await queueInvitationMail(trx, ctx, id);
     });
   } catch (error) {
     if (isUniqueViolation(error)) {
@@ -302,11 +289,10 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
     }
     throw error;
   }
-  await sendInvitationMail(ctx, invitationMail(ctx, email, input.role, token, expiresAt));
   return { invite: { id, email, role: input.role, status: "invited", expiresAt } };
 }
 
-/** Sends a pending (or expired) invitation again with a new token; the old token stops working. */
+/** Sends a pending (or expired) invitation again with a new token; the old token stops working at once. */
 export async function resendInvitation({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "members:manage");
   const { db, clock, config } = ctx.deps;
@@ -318,13 +304,12 @@ export async function resendInvitation({ ctx, id }: { ctx: OrgCtx; id: string })
   const now = clock.now();
   const at = now.toISOString();
   const expiresAt = new Date(now.getTime() + config.invitationTtlDays * DAY_MS).toISOString();
-  const token = randomToken("", 32);
-  const invitation = await db.transaction().execute(async (trx) => {
+  await db.transaction().execute(async (trx) => {
     const found = await findPendingInvitation(trx, ctx.org.id, id);
     if (!found) throw new NotFoundError("member not found");
     await trx
       .updateTable("invitations")
-      .set({ token_hash: sha256Hex(token), expires_at: expiresAt, updated_at: at })
+      .set({ token_hash: unusableTokenHash(), expires_at: expiresAt, updated_at: at })
       .where("id", "=", id)
       .execute();
     await recordAudit(trx, ctx, {
@@ -333,9 +318,8 @@ export async function resendInvitation({ ctx, id }: { ctx: OrgCtx; id: string })
       target: { type: "invitation", id },
       data: { email: found.email },
     });
-    return found;
+    await queueInvitationMail(trx, ctx, id);
   });
-  await sendInvitationMail(ctx, invitationMail(ctx, invitation.email, invitation.role, token, expiresAt));
 }
 
 /** Joins the org of the invitation; the signed-in account's e-mail must be the invited one. */
@@ -403,4 +387,52 @@ export async function acceptInvitation({
     });
     return { orgSlug: invitation.org_slug };
   });
+}
+
+/**
+ * Sends invitation mail. The token is minted here, when the mail goes out, so no job payload
+ * ever holds one; a retry mints a fresh token and the newest mail's link is the one that works.
+ * An invitation revoked or accepted before its mail went out gets no mail.
+ */
+export function invitationJobs(deps: Deps): JobHandlers {
+  return {
+    "invitation.send": {
+      backoffBaseMs: 10_000,
+      async handle(payload) {
+        const invitationId = String(payload.invitationId);
+        const token = randomToken("", 32);
+        const invitation = await deps.db.transaction().execute(async (trx) => {
+          const found = await trx
+            .selectFrom("invitations")
+            .innerJoin("orgs", "orgs.id", "invitations.org_id")
+            .select(["invitations.email", "invitations.role", "invitations.expires_at", "orgs.name as org_name"])
+            .where("invitations.id", "=", invitationId)
+            .where("invitations.status", "=", "pending")
+            .where("orgs.deleted_at", "is", null)
+            .executeTakeFirst();
+          if (!found) return undefined;
+          await trx
+            .updateTable("invitations")
+            .set({ token_hash: sha256Hex(token) })
+            .where("id", "=", invitationId)
+            .execute();
+          return found;
+        });
+        if (!invitation) return;
+        const inviter = typeof payload.inviter === "string" ? payload.inviter : "An administrator";
+        const link = `${deps.config.publicUrl}/accept-invite?token=${encodeURIComponent(token)}`;
+        await deps.mailer.send({
+          to: invitation.email,
+          subject: `You're invited to join ${invitation.org_name} on Plinth`,
+          text: [
+            `${inviter} invited you to join the organization "${invitation.org_name}" on Plinth as ${invitation.role}.`,
+            "",
+            `Accept the invitation: ${link}`,
+            "",
+            `Sign in (or sign up) with ${invitation.email} first. The invitation expires at ${invitation.expires_at}.`,
+          ].join("\n"),
+        });
+      },
+    },
+  };
 }
