@@ -13,6 +13,7 @@ import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
+import { projectRoutes } from "./domains/projects/routes.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
@@ -103,7 +104,8 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
     .route("/", orgRoutes(deps))
     .route("/", memberRoutes(deps))
     .route("/", apiKeyRoutes(deps))
-    .route("/", auditRoutes(deps));
+    .route("/", auditRoutes(deps))
+    .route("/", projectRoutes(deps));
 
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {
     type: "apiKey",

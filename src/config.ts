@@ -38,6 +38,16 @@ const EnvSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: nonNegativeInt.default(10_000),
   WORKERS: nonNegativeInt.default(8),
   WORKER_POLL_MS: positiveInt.default(1_000),
+  SERVED_REGIONS: z
+    .string()
+    .regex(/^[a-z]{3}(,[a-z]{3})*$/, "must be a comma-separated list of region codes")
+    .default("ist,fra,ams,lhr,sjc,iad,sin,syd"),
+  PROJECT_PURGE_DAYS: nonNegativeInt.default(7),
+  WEBHOOK_TIMEOUT_MS: positiveInt.default(10_000),
+  WEBHOOK_MAX_ATTEMPTS: positiveInt.default(10),
+  WEBHOOK_BACKOFF_BASE_MS: positiveInt.default(5_000),
+  WEBHOOK_DELIVERIES_RETENTION_DAYS: nonNegativeInt.default(30),
+  ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
 });
 
 export type Config = {
@@ -60,6 +70,15 @@ export type Config = {
   /** Jobs this process runs at once; 0 runs no jobs here. */
   workers: number;
   workerPollMs: number;
+  /** Regions this deployment provisions projects in; a project elsewhere fails to provision. */
+  servedRegions: string[];
+  projectPurgeDays: number;
+  webhookTimeoutMs: number;
+  webhookMaxAttempts: number;
+  webhookBackoffBaseMs: number;
+  /** 0 keeps every delivery. */
+  webhookDeliveriesRetentionDays: number;
+  allowPrivateWebhookUrls: boolean;
 };
 
 export class ConfigError extends Error {}
@@ -95,5 +114,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     workers: e.WORKERS,
     workerPollMs: e.WORKER_POLL_MS,
+    servedRegions: e.SERVED_REGIONS.split(","),
+    projectPurgeDays: e.PROJECT_PURGE_DAYS,
+    webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    webhookMaxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
+    webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,
+    webhookDeliveriesRetentionDays: e.WEBHOOK_DELIVERIES_RETENTION_DAYS,
+    allowPrivateWebhookUrls: e.ALLOW_PRIVATE_WEBHOOK_URLS,
   };
 }

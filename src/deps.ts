@@ -4,6 +4,7 @@ import type { Config } from "./config.ts";
 import type { Dialect, Reader } from "./db/database.ts";
 import type { Database } from "./db/schema.ts";
 import type { JobQueue } from "./jobs/queue.ts";
+import type { OutboundClient } from "./lib/outbound.ts";
 import type { Logger } from "./logger.ts";
 import type { Mailer } from "./mail/mailer.ts";
 
@@ -18,4 +19,6 @@ export interface Deps {
   log: Logger;
   mailer: Mailer;
   jobs: JobQueue;
+  /** Outbound HTTP for webhooks and integrations, with the SSRF guard at connect time. */
+  outbound: OutboundClient;
 }

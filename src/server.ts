@@ -11,11 +11,14 @@ import { type DatabaseHandle, openDatabase } from "./db/database.ts";
 import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
 import { invitationJobs } from "./domains/members/service.ts";
+import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
+import { deliveryJobs } from "./domains/webhooks/delivery.ts";
 import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
 import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
 import { JobQueue } from "./jobs/queue.ts";
 import { Worker } from "./jobs/worker.ts";
+import { createOutboundClient } from "./lib/outbound.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailer } from "./mail/mailer.ts";
 
@@ -31,6 +34,10 @@ async function openDeps({ config, clock = systemClock, log = createLogger(config
   await migrateToLatest(database, config.databaseSchema);
   const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, log });
   const jobs = new JobQueue(database.dialect, clock, config.databaseSchema);
+  const outbound = createOutboundClient({
+    timeoutMs: config.webhookTimeoutMs,
+    allowPrivate: config.allowPrivateWebhookUrls,
+  });
   const deps: Deps = {
     db: database.db,
     dialect: database.dialect,
@@ -40,6 +47,7 @@ async function openDeps({ config, clock = systemClock, log = createLogger(config
     log,
     mailer,
     jobs,
+    outbound,
   };
   return { deps, database };
 }
@@ -48,13 +56,18 @@ async function openDeps({ config, clock = systemClock, log = createLogger(config
 function createWorker(deps: Deps): Worker {
   return new Worker(
     deps,
-    { ...maintenanceJobs(deps), ...invitationJobs(deps) },
-    { concurrency: deps.config.workers, pollMs: deps.config.workerPollMs, recurring: maintenanceSchedule },
+    { ...maintenanceJobs(deps), ...invitationJobs(deps), ...projectJobs(deps), ...deliveryJobs(deps) },
+    {
+      concurrency: deps.config.workers,
+      pollMs: deps.config.workerPollMs,
+      recurring: [...maintenanceSchedule, ...projectSchedule],
+    },
   );
 }
 
 async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<void> {
   deps.mailer.close();
+  await deps.outbound.close();
   await database.close();
 }
 

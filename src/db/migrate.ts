@@ -2,12 +2,14 @@ import { type Migration, type MigrationProvider, Migrator, sql } from "kysely";
 import type { DatabaseHandle, Dialect } from "./database.ts";
 import { foundation } from "./migrations/0001-foundation.ts";
 import { jobs } from "./migrations/0002-jobs.ts";
+import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
   return {
     "0001-foundation": foundation(dialect),
     "0002-jobs": jobs(),
+    "0003-projects-webhooks": projectsAndWebhooks(),
   };
 }
 

@@ -128,6 +128,113 @@ export interface JobSchedulesTable {
   updated_at: string;
 }
 
+export interface ProjectsTable {
+  id: string;
+  org_id: string;
+  slug: string;
+  name: string;
+  status: string;
+  environment: string;
+  region: string;
+  db_type: string;
+  template: string;
+  template_version: string;
+  admin_token_hash: string;
+  failure_reason: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+  purge_after: string | null;
+  purged_at: string | null;
+}
+
+export interface DeploysTable {
+  id: string;
+  project_id: string;
+  kind: string;
+  status: string;
+  from_version: string | null;
+  to_version: string | null;
+  error: string | null;
+  created_at: string;
+  finished_at: string | null;
+}
+
+export interface WebhooksTable {
+  id: string;
+  org_id: string;
+  /** Null for org webhooks; the project for workspace webhooks. */
+  project_id: string | null;
+  name: string | null;
+  url: string;
+  events: string;
+  secret: string | null;
+  headers: string | null;
+  payload_fields: string | null;
+  active: number;
+  consecutive_failures: number;
+  last_failure_at: string | null;
+  disabled_reason: string | null;
+  created_by: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  org_id: string;
+  project_id: string | null;
+  /** `webhook`, `org_url` or `integration`. */
+  target_type: string;
+  target_id: string;
+  event: string;
+  url: string;
+  body: string;
+  headers: string;
+  status: string;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface WebhookAttemptsTable {
+  id: string;
+  delivery_id: string;
+  attempt: number;
+  status_code: number | null;
+  latency_ms: number;
+  error: string | null;
+  response_body: string | null;
+  created_at: string;
+}
+
+export interface IntegrationsTable {
+  id: string;
+  org_id: string;
+  kind: string;
+  config: string;
+  events: string | null;
+  created_by: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+export interface NotificationsTable {
+  id: string;
+  org_id: string;
+  account_id: string;
+  kind: string;
+  title: string;
+  body: string;
+  data: string | null;
+  read_at: string | null;
+  created_at: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -139,4 +246,11 @@ export interface Database {
   rate_limits: RateLimitsTable;
   jobs: JobsTable;
   job_schedules: JobSchedulesTable;
+  projects: ProjectsTable;
+  deploys: DeploysTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
+  integrations: IntegrationsTable;
+  notifications: NotificationsTable;
 }

@@ -1,6 +1,7 @@
 import { type Selectable, sql } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { AuditEventsTable } from "../../db/schema.ts";
+import type { Deps } from "../../deps.ts";
 import { ValidationError } from "../../http/errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
@@ -20,8 +21,21 @@ export interface AuditEntry {
 
 /** Writes one audit row. Call it inside the transaction of the mutation it records. */
 export async function recordAudit(db: Db, ctx: Ctx, entry: AuditEntry): Promise<void> {
-  const actor = actorOf(ctx.principal);
-  const now = ctx.deps.clock.now();
+  await writeAudit(db, ctx.deps.clock.now(), actorOf(ctx.principal), ctx.ip, entry);
+}
+
+/** An audit row for what Plinth did by itself (a breaker tripping, a job's outcome). */
+export async function recordSystemAudit(db: Db, deps: Deps, entry: AuditEntry): Promise<void> {
+  await writeAudit(db, deps.clock.now(), { type: "system", id: "plinth", email: null }, null, entry);
+}
+
+async function writeAudit(
+  db: Db,
+  now: Date,
+  actor: { type: string; id: string; email: string | null },
+  ip: string | null,
+  entry: AuditEntry,
+): Promise<void> {
   await db
     .insertInto("audit_events")
     .values({
@@ -34,7 +48,7 @@ export async function recordAudit(db: Db, ctx: Ctx, entry: AuditEntry): Promise<
       target_type: entry.target.type,
       target_id: entry.target.id,
       data: toJsonColumn(entry.data ?? {}),
-      ip: ctx.ip,
+      ip,
       created_at: now.toISOString(),
     })
     .execute();

@@ -40,6 +40,14 @@ export const PERMISSIONS = {
   "api_keys:read": { role: "viewer", access: "read" },
   "api_keys:manage": { role: "admin", access: "admin" },
   "audit:read": { role: "admin", access: "read" },
+  "projects:read": { role: "viewer", access: "read" },
+  "projects:lifecycle": { role: "developer", access: "lifecycle" },
+  "projects:delete": { role: "admin", access: "admin" },
+  "projects:credentials": { role: "admin", access: "admin" },
+  "webhooks:read": { role: "viewer", access: "read" },
+  "webhooks:manage": { role: "admin", access: "admin" },
+  "integrations:read": { role: "viewer", access: "read" },
+  "integrations:manage": { role: "admin", access: "admin" },
 } as const satisfies Record<string, Permission>;
 
 export type PermissionName = keyof typeof PERMISSIONS;

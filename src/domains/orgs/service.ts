@@ -10,6 +10,7 @@ import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
+import { deleteOrgProjects, projectSummaries } from "../projects/service.ts";
 import { authorize, type Role } from "./access.ts";
 import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
 import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
@@ -122,7 +123,8 @@ export async function listOrgs({ ctx }: { ctx: Ctx }): Promise<OrgMembership[]> 
 
 export async function getOverview({ ctx }: { ctx: OrgCtx }) {
   authorize(ctx, "org:read");
-  return { org: toOrg(ctx.org), role: ctx.role, projectCount: 0, projects: [] };
+  const projects = await projectSummaries(ctx.deps.db, ctx.org.id);
+  return { org: toOrg(ctx.org), role: ctx.role, projectCount: projects.length, projects };
 }
 
 export async function updateOrg({
@@ -197,6 +199,7 @@ export async function deleteOrg({ ctx }: { ctx: OrgCtx }): Promise<void> {
       .where("org_id", "=", ctx.org.id)
       .where("status", "=", "pending")
       .execute();
+    await deleteOrgProjects(trx, ctx.deps, ctx.org.id);
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
       action: "org.deleted",

@@ -1,0 +1,131 @@
+import { z } from "@hono/zod-openapi";
+
+export const INTEGRATION_KINDS = ["slack", "discord", "datadog", "github"] as const;
+export type IntegrationKind = (typeof INTEGRATION_KINDS)[number];
+
+const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" });
+
+/** What each provider needs in `config`; the named secret fields are never returned. */
+export const PROVIDER_CONFIG = {
+  slack: { schema: z.object({ webhookUrl: httpUrl }).loose(), secrets: ["webhookUrl"] },
+  discord: { schema: z.object({ webhookUrl: httpUrl }).loose(), secrets: ["webhookUrl"] },
+  datadog: {
+    schema: z
+      .object({
+        apiKey: z.string().min(1),
+        site: z
+          .string()
+          .regex(/^[a-z0-9.-]+$/, "must be a Datadog site such as datadoghq.eu")
+          .default("datadoghq.com"),
+        apiUrl: httpUrl.optional(),
+      })
+      .loose(),
+    secrets: ["apiKey"],
+  },
+  github: {
+    schema: z
+      .object({
+        repo: z.string().regex(/^[\w.-]+\/[\w.-]+$/, "must be owner/name"),
+        token: z.string().min(1),
+        apiUrl: httpUrl.optional(),
+      })
+      .loose(),
+    secrets: ["token"],
+  },
+} as const satisfies Record<IntegrationKind, { schema: z.ZodType; secrets: readonly string[] }>;
+
+export interface OrgEvent {
+  event: string;
+  payload: Record<string, unknown>;
+  timestamp: number;
+  org: { slug: string; name: string };
+}
+
+export interface ProviderRequest {
+  url: string;
+  body: string;
+}
+
+function summary(event: OrgEvent): string {
+  const project = typeof event.payload.projectSlug === "string" ? ` (project ${event.payload.projectSlug})` : "";
+  return `Plinth: ${event.event} in ${event.org.name}${project}`;
+}
+
+/** The provider-shaped request for an event: where it goes and what it says (no credentials). */
+export function providerRequest(
+  kind: IntegrationKind,
+  config: Record<string, unknown>,
+  event: OrgEvent,
+): ProviderRequest {
+  switch (kind) {
+    case "slack":
+      return {
+        url: String(config.webhookUrl),
+        body: JSON.stringify({
+          text: summary(event),
+          blocks: [
+            {
+              type: "section",
+              text: { type: "mrkdwn", text: `*${summary(event)}*\n\`\`\`${JSON.stringify(event.payload)}\`\`\`` },
+            },
+          ],
+        }),
+      };
+    case "discord":
+      return {
+        url: String(config.webhookUrl),
+        body: JSON.stringify({
+          content: summary(event),
+          embeds: [{ title: event.event, description: JSON.stringify(event.payload) }],
+        }),
+      };
+    case "datadog": {
+      const base =
+        typeof config.apiUrl === "string"
+          ? config.apiUrl.replace(/\/+$/, "")
+          : `https://api.${String(config.site ?? "datadoghq.com")}`;
+      return {
+        url: `${base}/api/v1/events`,
+        body: JSON.stringify({
+          title: summary(event),
+          text: JSON.stringify(event.payload),
+          date_happened: event.timestamp,
+          alert_type: event.event.endsWith(".failed") || event.event === "alarm.fired" ? "error" : "info",
+          source_type_name: "plinth",
+          tags: ["source:plinth", `event:${event.event}`, `org:${event.org.slug}`],
+        }),
+      };
+    }
+    case "github": {
+      const base = typeof config.apiUrl === "string" ? config.apiUrl.replace(/\/+$/, "") : "https://api.github.com";
+      return {
+        url: `${base}/repos/${String(config.repo)}/dispatches`,
+        body: JSON.stringify({
+          event_type: event.event,
+          client_payload: {
+            event: event.event,
+            payload: event.payload,
+            timestamp: event.timestamp,
+            org: event.org.slug,
+          },
+        }),
+      };
+    }
+  }
+}
+
+/** Credentials a provider takes in headers; added at send time, never stored with a delivery. */
+export function providerAuthHeaders(kind: IntegrationKind, config: Record<string, unknown>): Record<string, string> {
+  switch (kind) {
+    case "datadog":
+      return { "DD-API-KEY": String(config.apiKey) };
+    case "github":
+      return {
+        Authorization: `Bearer ${String(config.token)}`,
+        Accept: "application/vnd.github+json",
+        "User-Agent": "plinth",
+      };
+    default:
+      return {};
+  }
+}

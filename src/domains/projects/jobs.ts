@@ -1,0 +1,111 @@
+import type { Deps } from "../../deps.ts";
+import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
+import { recordSystemAudit } from "../audit/service.ts";
+import { emitOrgEvent } from "../webhooks/events.ts";
+import { dropWorkspace, migrateWorkspace } from "./workspace-db.ts";
+
+const PURGE_BATCH = 100;
+
+/**
+ * Why a project cannot be provisioned here, before anything is created: a region this
+ * deployment does not serve (SERVED_REGIONS) is the documented way for provisioning to fail.
+ */
+function refusal(deps: Deps, region: string): string | null {
+  return deps.config.servedRegions.includes(region)
+    ? null
+    : `region '${region}' is not served by this deployment (SERVED_REGIONS=${deps.config.servedRegions.join(",")})`;
+}
+
+export function projectJobs(deps: Deps): JobHandlers {
+  return {
+    /**
+     * Creates the workspace database from the project's template and settles the project as
+     * `active` or `failed`. A failure is an outcome, not a reason to retry: the project says
+     * why, and `provision-retry` starts over on a clean workspace.
+     */
+    "project.provision": {
+      async handle(payload) {
+        const projectId = String(payload.projectId);
+        const deployId = String(payload.deployId);
+        const project = await deps.db.selectFrom("projects").selectAll().where("id", "=", projectId).executeTakeFirst();
+        if (project?.status !== "provisioning") return;
+
+        let failure = refusal(deps, project.region);
+        if (!failure) {
+          try {
+            await migrateWorkspace(deps, project.id, project.template, project.template_version);
+          } catch (error) {
+            failure = `template ${project.template}@${project.template_version} failed to apply: ${
+              error instanceof Error ? error.message : String(error)
+            }`;
+            await dropWorkspace(deps, project.id).catch(() => {});
+          }
+        }
+
+        const at = deps.clock.now().toISOString();
+        await deps.db.transaction().execute(async (trx) => {
+          const settled = await trx
+            .updateTable("projects")
+            .set({ status: failure ? "failed" : "active", failure_reason: failure, updated_at: at })
+            .where("id", "=", project.id)
+            .where("status", "=", "provisioning")
+            .returningAll()
+            .executeTakeFirst();
+          if (!settled) return;
+          await trx
+            .updateTable("deploys")
+            .set({ status: failure ? "failed" : "succeeded", error: failure, finished_at: at })
+            .where("id", "=", deployId)
+            .execute();
+          const kind = failure ? "project.failed" : "project.provisioned";
+          await recordSystemAudit(trx, deps, {
+            orgId: settled.org_id,
+            action: kind,
+            target: { type: "project", id: settled.id },
+            data: { slug: settled.slug, ...(failure ? { reason: failure } : {}) },
+          });
+          await emitOrgEvent(trx, deps, {
+            orgId: settled.org_id,
+            kind,
+            payload: {
+              projectId: settled.id,
+              projectSlug: settled.slug,
+              projectName: settled.name,
+              region: settled.region,
+              templateVersion: settled.template_version,
+              ...(failure ? { reason: failure } : {}),
+            },
+          });
+        });
+      },
+    },
+    /** Drops the workspaces of projects deleted more than PROJECT_PURGE_DAYS ago; their rows stay. */
+    "projects.purge": {
+      async handle() {
+        for (;;) {
+          const due = await deps.db
+            .selectFrom("projects")
+            .select("id")
+            .where("deleted_at", "is not", null)
+            .where("purged_at", "is", null)
+            .where("purge_after", "<=", deps.clock.now().toISOString())
+            .limit(PURGE_BATCH)
+            .execute();
+          for (const { id } of due) {
+            await dropWorkspace(deps, id);
+            await deps.db
+              .updateTable("projects")
+              .set({ purged_at: deps.clock.now().toISOString() })
+              .where("id", "=", id)
+              .execute();
+          }
+          if (due.length < PURGE_BATCH) return;
+        }
+      },
+    },
+  };
+}
+
+export const projectSchedule: RecurringJob[] = [
+  { name: "projects.purge", everyMs: 86_400_000, kind: "projects.purge" },
+];

@@ -1,0 +1,193 @@
+import { createRoute } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import {
+  authedErrors,
+  createRouter,
+  errorResponses,
+  jsonBody,
+  jsonContent,
+  OkSchema,
+  sessionOrKey,
+} from "../../http/router.ts";
+import { orgCtx } from "../../http/service-context.ts";
+import { SlugParams } from "../orgs/schemas.ts";
+import {
+  AdminTokenResponse,
+  CreatedProjectResponse,
+  CreateProjectInput,
+  DeploysResponse,
+  ProjectDetailResponse,
+  ProjectParams,
+  ProjectResponse,
+  ProjectsResponse,
+  TemplatesResponse,
+  UpdateProjectInput,
+  UpgradeQuery,
+  UpgradeResult,
+} from "./schemas.ts";
+import {
+  createProject,
+  deleteProject,
+  getProject,
+  listDeploys,
+  listProjects,
+  pauseProject,
+  reprovisionAdmin,
+  resumeProject,
+  retryProvisioning,
+  updateProject,
+  upgradeProject,
+} from "./service.ts";
+import { listTemplates } from "./templates.ts";
+
+const tags = ["Projects"];
+const base = "/org/{slug}/projects/{projectSlug}";
+
+function lifecycleRoute(action: string, summary: string) {
+  return createRoute({
+    method: "post",
+    path: `${base}/${action}`,
+    tags,
+    summary,
+    security: sessionOrKey,
+    request: { params: ProjectParams },
+    responses: { 200: jsonContent(ProjectResponse, "The project"), ...authedErrors },
+  });
+}
+
+const routes = {
+  list: createRoute({
+    method: "get",
+    path: "/org/{slug}/projects",
+    tags,
+    summary: "List the org's projects",
+    security: sessionOrKey,
+    request: { params: SlugParams },
+    responses: { 200: jsonContent(ProjectsResponse, "Projects"), ...authedErrors },
+  }),
+  create: createRoute({
+    method: "post",
+    path: "/org/{slug}/projects",
+    tags,
+    summary: "Create a project; provisioning starts and the admin token is returned once",
+    security: sessionOrKey,
+    request: { params: SlugParams, body: jsonBody(CreateProjectInput) },
+    responses: { 201: jsonContent(CreatedProjectResponse, "The new project"), ...authedErrors },
+  }),
+  get: createRoute({
+    method: "get",
+    path: base,
+    tags,
+    summary: "A project and the latest version of its template",
+    security: sessionOrKey,
+    request: { params: ProjectParams },
+    responses: { 200: jsonContent(ProjectDetailResponse, "The project"), ...authedErrors },
+  }),
+  update: createRoute({
+    method: "patch",
+    path: base,
+    tags,
+    summary: "Rename a project or change its environment",
+    security: sessionOrKey,
+    request: { params: ProjectParams, body: jsonBody(UpdateProjectInput) },
+    responses: { 200: jsonContent(ProjectResponse, "The project"), ...authedErrors },
+  }),
+  remove: createRoute({
+    method: "delete",
+    path: base,
+    tags,
+    summary: "Delete a project (admin); it is purged after PROJECT_PURGE_DAYS",
+    security: sessionOrKey,
+    request: { params: ProjectParams },
+    responses: { 200: jsonContent(OkSchema, "Deleted"), ...authedErrors },
+  }),
+  pause: lifecycleRoute("pause", "Pause an active project"),
+  resume: lifecycleRoute("resume", "Resume a paused project"),
+  retry: lifecycleRoute("provision-retry", "Provision a failed project again"),
+  reprovisionAdmin: createRoute({
+    method: "post",
+    path: `${base}/reprovision-admin`,
+    tags,
+    summary: "Issue a new workspace admin token (admin); the old one stops working",
+    security: sessionOrKey,
+    request: { params: ProjectParams },
+    responses: { 200: jsonContent(AdminTokenResponse, "The project and its new admin token"), ...authedErrors },
+  }),
+  upgrade: createRoute({
+    method: "post",
+    path: `${base}/upgrade`,
+    tags,
+    summary: "Migrate the workspace to a template version (the latest by default)",
+    security: sessionOrKey,
+    request: { params: ProjectParams, query: UpgradeQuery },
+    responses: { 200: jsonContent(UpgradeResult, "What happened: upgraded, skipped or failed"), ...authedErrors },
+  }),
+  deploys: createRoute({
+    method: "get",
+    path: `${base}/deploys`,
+    tags,
+    summary: "The project's deploys (provision, upgrade, resume, reprovision), newest first",
+    security: sessionOrKey,
+    request: { params: ProjectParams },
+    responses: { 200: jsonContent(DeploysResponse, "Deploys"), ...authedErrors },
+  }),
+  templates: createRoute({
+    method: "get",
+    path: "/templates",
+    tags,
+    summary: "The project templates and their versions",
+    responses: { 200: jsonContent(TemplatesResponse, "Templates"), ...errorResponses(429) },
+  }),
+};
+
+export function projectRoutes(deps: Deps) {
+  return createRouter()
+    .openapi(routes.list, async (c) => {
+      const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
+      return c.json(await listProjects({ ctx }), 200);
+    })
+    .openapi(routes.create, async (c) => {
+      const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
+      return c.json(await createProject({ ctx, input: c.req.valid("json") }), 201);
+    })
+    .openapi(routes.get, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      return c.json(await getProject({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+    })
+    .openapi(routes.update, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      const ctx = await orgCtx(c, deps, slug);
+      return c.json(await updateProject({ ctx, projectSlug, input: c.req.valid("json") }), 200);
+    })
+    .openapi(routes.remove, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      await deleteProject({ ctx: await orgCtx(c, deps, slug), projectSlug });
+      return c.json({ ok: true }, 200);
+    })
+    .openapi(routes.pause, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      return c.json(await pauseProject({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+    })
+    .openapi(routes.resume, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      return c.json(await resumeProject({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+    })
+    .openapi(routes.retry, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      return c.json(await retryProvisioning({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+    })
+    .openapi(routes.reprovisionAdmin, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      return c.json(await reprovisionAdmin({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+    })
+    .openapi(routes.upgrade, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      const ctx = await orgCtx(c, deps, slug);
+      return c.json(await upgradeProject({ ctx, projectSlug, version: c.req.valid("query").version }), 200);
+    })
+    .openapi(routes.deploys, async (c) => {
+      const { slug, projectSlug } = c.req.valid("param");
+      return c.json(await listDeploys({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+    })
+    .openapi(routes.templates, (c) => c.json({ templates: listTemplates() }, 200));
+}

@@ -1,0 +1,511 @@
+import type { z } from "@hono/zod-openapi";
+import type { Selectable } from "kysely";
+import { type Db, isUniqueViolation } from "../../db/database.ts";
+import type { ProjectsTable } from "../../db/schema.ts";
+import type { Deps } from "../../deps.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { newId } from "../../lib/ids.ts";
+import { firstFreeSlug, slugify } from "../../lib/slug.ts";
+import { randomHex, sha256Hex } from "../../lib/tokens.ts";
+import { recordAudit } from "../audit/service.ts";
+import type { OrgCtx } from "../context.ts";
+import { authorize } from "../orgs/access.ts";
+import { emitOrgEvent } from "../webhooks/events.ts";
+import type { CreateProjectInput, DeploySchema, ProjectSchema, UpdateProjectInput, UpgradeResult } from "./schemas.ts";
+import { compareVersions, DEFAULT_TEMPLATE, findTemplate, latestVersion, resolveTemplateRef } from "./templates.ts";
+import { migrateWorkspace } from "./workspace-db.ts";
+
+export type ProjectRow = Selectable<ProjectsTable>;
+type Project = z.infer<typeof ProjectSchema>;
+type Deploy = z.infer<typeof DeploySchema>;
+
+const DAY_MS = 86_400_000;
+const SLUG_ATTEMPTS = 5;
+
+export function toProject(row: ProjectRow, publicUrl: string): Project {
+  return {
+    id: row.id,
+    slug: row.slug,
+    name: row.name,
+    status: row.status as Project["status"],
+    environment: row.environment as Project["environment"],
+    region: row.region,
+    primaryRegion: row.region,
+    dbType: row.db_type,
+    template: row.template,
+    templateVersion: row.template_version,
+    workspaceUrl: `${publicUrl}/w/${row.id}`,
+    failureReason: row.failure_reason,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function adminToken(): string {
+  return `wsa_${randomHex(32)}`;
+}
+
+/** The org's live projects, oldest first. */
+async function liveProjects(db: Db, orgId: string): Promise<ProjectRow[]> {
+  return db
+    .selectFrom("projects")
+    .selectAll()
+    .where("org_id", "=", orgId)
+    .where("deleted_at", "is", null)
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute();
+}
+
+export async function projectSummaries(db: Db, orgId: string) {
+  const rows = await liveProjects(db, orgId);
+  return rows.map((row) => ({
+    id: row.id,
+    slug: row.slug,
+    name: row.name,
+    status: row.status,
+    environment: row.environment,
+    primaryRegion: row.region,
+  }));
+}
+
+async function findProject(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow> {
+  const row = await ctx.deps.db
+    .selectFrom("projects")
+    .selectAll()
+    .where("org_id", "=", ctx.org.id)
+    .where("slug", "=", projectSlug)
+    .where("deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!row) throw new NotFoundError("project not found");
+  return row;
+}
+
+export async function listProjects({ ctx }: { ctx: OrgCtx }) {
+  authorize(ctx, "projects:read");
+  const rows = await liveProjects(ctx.deps.db, ctx.org.id);
+  return { projects: rows.map((row) => toProject(row, ctx.deps.config.publicUrl)) };
+}
+
+export async function getProject({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:read");
+  const row = await findProject(ctx, projectSlug);
+  return { project: toProject(row, ctx.deps.config.publicUrl), latestTemplateVersion: latestVersion(row.template) };
+}
+
+/** Takes the org row's lock (PostgreSQL) so slug choice for its projects runs one at a time. */
+async function lockOrg(trx: Db, deps: Deps, orgId: string): Promise<void> {
+  if (deps.dialect === "postgres") {
+    await trx.selectFrom("orgs").select("id").where("id", "=", orgId).forUpdate().execute();
+  }
+}
+
+async function insertDeploy(
+  trx: Db,
+  deps: Deps,
+  projectId: string,
+  deploy: {
+    kind: Deploy["kind"];
+    status: Deploy["status"] | "skipped";
+    from?: string | null;
+    to?: string;
+    error?: string;
+  },
+): Promise<string> {
+  const now = deps.clock.now().toISOString();
+  const id = newId("dep");
+  await trx
+    .insertInto("deploys")
+    .values({
+      id,
+      project_id: projectId,
+      kind: deploy.kind,
+      status: deploy.status,
+      from_version: deploy.from ?? null,
+      to_version: deploy.to ?? null,
+      error: deploy.error ?? null,
+      created_at: now,
+      finished_at: deploy.status === "pending" ? null : now,
+    })
+    .execute();
+  return id;
+}
+
+/** Creates the project and queues its provisioning; the admin token is returned this once. */
+export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof CreateProjectInput> }) {
+  authorize(ctx, "projects:lifecycle");
+  const template = resolveTemplateRef(input.template ?? DEFAULT_TEMPLATE);
+  if (!template) {
+    throw new ValidationError([{ path: "template", message: "unknown template or version; see GET /api/templates" }]);
+  }
+  const { deps } = ctx;
+  const base = slugify(input.name, "project");
+  const token = adminToken();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const row = await deps.db.transaction().execute(async (trx) => {
+        await lockOrg(trx, deps, ctx.org.id);
+        const taken = await trx
+          .selectFrom("projects")
+          .select("slug")
+          .where("org_id", "=", ctx.org.id)
+          .where("deleted_at", "is", null)
+          .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
+          .execute();
+        const now = deps.clock.now();
+        const at = now.toISOString();
+        const project: ProjectRow = {
+          id: newId("prj", now),
+          org_id: ctx.org.id,
+          slug: firstFreeSlug(base, new Set(taken.map((t) => t.slug))),
+          name: input.name,
+          status: "provisioning",
+          environment: "production",
+          region: input.region ?? ctx.org.default_region,
+          db_type: input.dbType ?? "d1",
+          template: template.name,
+          template_version: template.version,
+          admin_token_hash: sha256Hex(token),
+          failure_reason: null,
+          created_at: at,
+          updated_at: at,
+          deleted_at: null,
+          purge_after: null,
+          purged_at: null,
+        };
+        await trx.insertInto("projects").values(project).execute();
+        const deployId = await insertDeploy(trx, deps, project.id, {
+          kind: "provision",
+          status: "pending",
+          to: template.version,
+        });
+        await deps.jobs.enqueue(trx, { kind: "project.provision", payload: { projectId: project.id, deployId } });
+        await recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "project.created",
+          target: { type: "project", id: project.id },
+          data: {
+            slug: project.slug,
+            name: project.name,
+            region: project.region,
+            template: `${template.name}@${template.version}`,
+          },
+        });
+        return project;
+      });
+      return { project: { ...toProject(row, deps.config.publicUrl), adminToken: token } };
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      if (attempt >= SLUG_ATTEMPTS) throw new ConflictError("could not allocate a unique project slug; try again");
+    }
+  }
+}
+
+export async function updateProject({
+  ctx,
+  projectSlug,
+  input,
+}: {
+  ctx: OrgCtx;
+  projectSlug: string;
+  input: z.infer<typeof UpdateProjectInput>;
+}) {
+  authorize(ctx, "projects:lifecycle");
+  const project = await findProject(ctx, projectSlug);
+  const changes = {
+    ...(input.name !== undefined && input.name !== project.name ? { name: input.name } : {}),
+    ...(input.environment !== undefined && input.environment !== project.environment
+      ? { environment: input.environment }
+      : {}),
+  };
+  if (Object.keys(changes).length === 0) return { project: toProject(project, ctx.deps.config.publicUrl) };
+  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("projects")
+      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+      .where("id", "=", project.id)
+      .where("deleted_at", "is", null)
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) throw new NotFoundError("project not found");
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "project.updated",
+      target: { type: "project", id: project.id },
+      data: changes,
+    });
+    return row;
+  });
+  return { project: toProject(updated, ctx.deps.config.publicUrl) };
+}
+
+/**
+ * Moves a project from one status to another if it is still in `from` (a compare-and-set, so two
+ * racing requests cannot both pass), with the audit row and whatever `also` writes, in one
+ * transaction. 409 when the project is not in a status the transition starts from.
+ */
+async function transition(
+  ctx: OrgCtx,
+  projectSlug: string,
+  spec: {
+    from: string[];
+    /** Omitted: the status stays as it is. */
+    to?: string;
+    action: string;
+    verb: string;
+    set?: Partial<ProjectRow>;
+    also?: (trx: Db, project: ProjectRow) => Promise<void>;
+  },
+): Promise<ProjectRow> {
+  const project = await findProject(ctx, projectSlug);
+  if (!spec.from.includes(project.status)) {
+    throw new ConflictError(`cannot ${spec.verb} a project that is ${project.status}`);
+  }
+  return ctx.deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("projects")
+      .set({ ...(spec.to ? { status: spec.to } : {}), updated_at: ctx.deps.clock.now().toISOString(), ...spec.set })
+      .where("id", "=", project.id)
+      .where("status", "in", spec.from)
+      .where("deleted_at", "is", null)
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) throw new ConflictError(`cannot ${spec.verb} the project: its status just changed`);
+    await spec.also?.(trx, row);
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: spec.action,
+      target: { type: "project", id: project.id },
+      data: { slug: project.slug, from: project.status, to: spec.to ?? project.status },
+    });
+    return row;
+  });
+}
+
+function projectEventPayload(project: ProjectRow, extra: Record<string, unknown> = {}) {
+  return {
+    projectId: project.id,
+    projectSlug: project.slug,
+    projectName: project.name,
+    region: project.region,
+    templateVersion: project.template_version,
+    ...extra,
+  };
+}
+
+export async function pauseProject({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:lifecycle");
+  const row = await transition(ctx, projectSlug, {
+    from: ["active"],
+    to: "paused",
+    action: "project.paused",
+    verb: "pause",
+    also: (trx, project) =>
+      emitOrgEvent(trx, ctx.deps, { orgId: ctx.org.id, kind: "project.paused", payload: projectEventPayload(project) }),
+  });
+  return { project: toProject(row, ctx.deps.config.publicUrl) };
+}
+
+export async function resumeProject({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:lifecycle");
+  const row = await transition(ctx, projectSlug, {
+    from: ["paused"],
+    to: "active",
+    action: "project.resumed",
+    verb: "resume",
+    also: async (trx, project) => {
+      await insertDeploy(trx, ctx.deps, project.id, {
+        kind: "resume",
+        status: "succeeded",
+        from: project.template_version,
+        to: project.template_version,
+      });
+      await emitOrgEvent(trx, ctx.deps, {
+        orgId: ctx.org.id,
+        kind: "project.resumed",
+        payload: projectEventPayload(project),
+      });
+    },
+  });
+  return { project: toProject(row, ctx.deps.config.publicUrl) };
+}
+
+export async function retryProvisioning({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:lifecycle");
+  const row = await transition(ctx, projectSlug, {
+    from: ["failed"],
+    to: "provisioning",
+    action: "project.provision_retried",
+    verb: "retry provisioning of",
+    set: { failure_reason: null },
+    also: async (trx, project) => {
+      const deployId = await insertDeploy(trx, ctx.deps, project.id, {
+        kind: "provision",
+        status: "pending",
+        to: project.template_version,
+      });
+      await ctx.deps.jobs.enqueue(trx, { kind: "project.provision", payload: { projectId: project.id, deployId } });
+    },
+  });
+  return { project: toProject(row, ctx.deps.config.publicUrl) };
+}
+
+/** A new workspace admin token; the old one stops working with this commit. */
+export async function reprovisionAdmin({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:credentials");
+  const token = adminToken();
+  const row = await transition(ctx, projectSlug, {
+    from: ["active", "paused"],
+    action: "project.admin_token_rotated",
+    verb: "rotate the admin token of",
+    set: { admin_token_hash: sha256Hex(token) },
+    also: async (trx, current) => {
+      await insertDeploy(trx, ctx.deps, current.id, {
+        kind: "reprovision",
+        status: "succeeded",
+        from: current.template_version,
+        to: current.template_version,
+      });
+    },
+  });
+  return { project: toProject(row, ctx.deps.config.publicUrl), adminToken: token };
+}
+
+/** Soft-deletes the project: it vanishes from reads now and is purged after PROJECT_PURGE_DAYS. */
+export async function deleteProject({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }): Promise<void> {
+  authorize(ctx, "projects:delete");
+  const project = await findProject(ctx, projectSlug);
+  const now = ctx.deps.clock.now();
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    const deleted = await trx
+      .updateTable("projects")
+      .set({
+        status: "deleted",
+        deleted_at: now.toISOString(),
+        updated_at: now.toISOString(),
+        purge_after: new Date(now.getTime() + ctx.deps.config.projectPurgeDays * DAY_MS).toISOString(),
+      })
+      .where("id", "=", project.id)
+      .where("deleted_at", "is", null)
+      .executeTakeFirst();
+    if (Number(deleted.numUpdatedRows) === 0) throw new NotFoundError("project not found");
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "project.deleted",
+      target: { type: "project", id: project.id },
+      data: { slug: project.slug, from: project.status },
+    });
+  });
+}
+
+/** Soft-deletes every live project of an org (the org itself is being deleted). */
+export async function deleteOrgProjects(trx: Db, deps: Deps, orgId: string): Promise<void> {
+  const now = deps.clock.now();
+  await trx
+    .updateTable("projects")
+    .set({
+      status: "deleted",
+      deleted_at: now.toISOString(),
+      updated_at: now.toISOString(),
+      purge_after: new Date(now.getTime() + deps.config.projectPurgeDays * DAY_MS).toISOString(),
+    })
+    .where("org_id", "=", orgId)
+    .where("deleted_at", "is", null)
+    .execute();
+}
+
+type Upgrade = z.infer<typeof UpgradeResult>;
+
+/**
+ * Migrates the workspace forward to `version` (the latest by default) in one transaction.
+ * Always answers with the outcome: `upgraded`, `skipped` (already there or newer) or `failed`
+ * (the workspace is left exactly as it was).
+ */
+export async function upgradeProject({
+  ctx,
+  projectSlug,
+  version,
+}: {
+  ctx: OrgCtx;
+  projectSlug: string;
+  version: string | undefined;
+}): Promise<Upgrade> {
+  authorize(ctx, "projects:lifecycle");
+  const project = await findProject(ctx, projectSlug);
+  const template = findTemplate(project.template);
+  const to = version ?? latestVersion(project.template);
+  if (!template || !to || !template.versions.some((v) => v.version === to)) {
+    throw new ValidationError([
+      { path: "version", message: `unknown version of template '${project.template}'; see GET /api/templates` },
+    ]);
+  }
+  if (project.status !== "active") throw new ConflictError(`cannot upgrade a project that is ${project.status}`);
+  const from = project.template_version;
+  const { deps } = ctx;
+
+  let result: Upgrade;
+  if (compareVersions(to, from) <= 0) {
+    result = {
+      status: "skipped",
+      from,
+      to,
+      reason: to === from ? `already at ${from}` : `${to} is older than the current ${from}`,
+    };
+  } else {
+    try {
+      await migrateWorkspace(deps, project.id, project.template, to);
+      result = { status: "upgraded", from, to };
+    } catch (error) {
+      result = { status: "failed", from, to, error: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  await deps.db.transaction().execute(async (trx) => {
+    if (result.status === "upgraded") {
+      await trx
+        .updateTable("projects")
+        .set({ template_version: to, updated_at: deps.clock.now().toISOString() })
+        .where("id", "=", project.id)
+        .execute();
+    }
+    await insertDeploy(trx, deps, project.id, {
+      kind: "upgrade",
+      status: result.status === "upgraded" ? "succeeded" : result.status,
+      from,
+      to,
+      ...(result.error ? { error: result.error } : {}),
+    });
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: result.status === "failed" ? "project.upgrade_failed" : `project.upgrade_${result.status}`,
+      target: { type: "project", id: project.id },
+      data: { from, to, ...(result.error ? { error: result.error } : {}) },
+    });
+  });
+  return result;
+}
+
+export async function listDeploys({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:read");
+  const project = await findProject(ctx, projectSlug);
+  const rows = await ctx.deps.db
+    .selectFrom("deploys")
+    .selectAll()
+    .where("project_id", "=", project.id)
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(100)
+    .execute();
+  return {
+    deploys: rows.map((row) => ({
+      id: row.id,
+      kind: row.kind as Deploy["kind"],
+      status: row.status as Deploy["status"],
+      fromVersion: row.from_version,
+      toVersion: row.to_version,
+      error: row.error,
+      createdAt: row.created_at,
+      finishedAt: row.finished_at,
+    })),
+  };
+}

@@ -1,0 +1,112 @@
+import { mkdirSync, rmSync } from "node:fs";
+import path from "node:path";
+import SQLite from "better-sqlite3";
+import { Kysely, SqliteDialect, sql } from "kysely";
+import type { Deps } from "../../deps.ts";
+import { versionsBetween } from "./templates.ts";
+
+/**
+ * Each project's workspace has a database of its own: a SQLite file under DATA_DIR in the
+ * embedded default, a schema in the same PostgreSQL database at scale.
+ */
+export function workspaceFile(deps: Deps, projectId: string): string {
+  return path.join(deps.config.dataDir, "workspaces", `${projectId}.db`);
+}
+
+export function workspaceSchema(projectId: string): string {
+  return `ws_${projectId.toLowerCase().replace(/[^a-z0-9]/g, "_")}`;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a workspace schema is the template's, not Plinth's
+type WorkspaceDb = Kysely<any>;
+
+/** Runs `work` on the project's workspace database, closing what it opened. */
+async function withWorkspace<T>(deps: Deps, projectId: string, work: (db: WorkspaceDb) => Promise<T>): Promise<T> {
+  if (deps.dialect === "postgres") return work(deps.db.withSchema(workspaceSchema(projectId)) as WorkspaceDb);
+  const file = workspaceFile(deps, projectId);
+  mkdirSync(path.dirname(file), { recursive: true });
+  const sqlite = new SQLite(file);
+  sqlite.pragma("journal_mode = WAL");
+  sqlite.pragma("synchronous = NORMAL");
+  const db: WorkspaceDb = new Kysely({ dialect: new SqliteDialect({ database: sqlite }) });
+  try {
+    return await work(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
+const META = "_plinth_meta";
+
+/** Reads the template version a workspace is at; null when it has none yet. */
+async function readVersion(db: WorkspaceDb): Promise<string | null> {
+  const row = await db
+    .selectFrom(META)
+    .select("value")
+    .where("key", "=", "template_version")
+    .executeTakeFirst()
+    .catch(() => undefined);
+  return (row?.value as string | undefined) ?? null;
+}
+
+/**
+ * Migrates a workspace from its current version up to `to`, in one transaction: on any error
+ * nothing changes. Returns the version it was at before.
+ */
+export async function migrateWorkspace(
+  deps: Deps,
+  projectId: string,
+  template: string,
+  to: string,
+): Promise<{ from: string | null }> {
+  if (deps.dialect === "postgres") {
+    await sql`create schema if not exists ${sql.id(workspaceSchema(projectId))}`.execute(deps.db);
+  }
+  return withWorkspace(deps, projectId, (db) =>
+    db.transaction().execute(async (trx) => {
+      // Template steps may use raw SQL; unqualified names must resolve inside the workspace.
+      if (deps.dialect === "postgres") {
+        await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
+      }
+      await trx.schema
+        .createTable(META)
+        .ifNotExists()
+        .addColumn("key", "text", (c) => c.primaryKey())
+        .addColumn("value", "text", (c) => c.notNull())
+        .execute();
+      const from = await readVersion(trx);
+      for (const step of versionsBetween(template, from, to)) await step.migrate(trx, deps.dialect);
+      for (const [key, value] of [
+        ["template", template],
+        ["template_version", to],
+      ] as const) {
+        await trx
+          .insertInto(META)
+          .values({ key, value })
+          .onConflict((oc) => oc.column("key").doUpdateSet({ value }))
+          .execute();
+      }
+      return { from };
+    }),
+  );
+}
+
+/** The workspace's own record of its template version (the source of truth after a crash). */
+export async function workspaceVersion(deps: Deps, projectId: string): Promise<string | null> {
+  return withWorkspace(deps, projectId, readVersion);
+}
+
+/** Removes the workspace database entirely (failed provisioning, purge). */
+export async function dropWorkspace(deps: Deps, projectId: string): Promise<void> {
+  if (deps.dialect === "postgres") {
+    await sql`drop schema if exists ${sql.id(workspaceSchema(projectId))} cascade`.execute(deps.db);
+    return;
+  }
+  const file = workspaceFile(deps, projectId);
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(`${file}${suffix}`, { force: true });
+}
+
+/** Opens a workspace for a caller outside this module (tests, later the workspace runtime). */
+export function onWorkspace<T>(deps: Deps, projectId: string, work: (db: WorkspaceDb) => Promise<T>): Promise<T> {
+  return withWorkspace(deps, projectId, work);
+}

@@ -1,0 +1,365 @@
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo, LookupFunction } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { createOutboundClient, type OutboundClient, type OutboundClientOptions } from "../src/lib/outbound.ts";
+import { checkOutboundUrl, isPrivateAddress } from "../src/lib/ssrf.ts";
+
+// Network rule: these tests only ever connect to loopback. Private and public addresses other than
+// loopback are exercised through isPrivateAddress and checkOutboundUrl, which never connect.
+
+describe("isPrivateAddress", () => {
+  it.each([
+    ["93.184.216.34", false],
+    ["8.8.8.8", false],
+    ["1.1.1.1", false],
+    ["172.32.0.1", false],
+    ["100.128.0.1", false],
+    ["2606:4700::1", false],
+    ["2001:4860:4860::8888", false],
+    ["::ffff:8.8.8.8", false],
+    ["127.0.0.1", true],
+    ["127.255.255.254", true],
+    ["::1", true],
+    ["0.0.0.0", true],
+    ["0.1.2.3", true],
+    ["::", true],
+    ["10.0.0.1", true],
+    ["10.255.255.255", true],
+    ["172.16.0.1", true],
+    ["172.31.255.255", true],
+    ["192.168.1.1", true],
+    ["100.64.0.1", true],
+    ["100.127.255.255", true],
+    ["169.254.0.1", true],
+    ["169.254.169.254", true],
+    ["fe80::1", true],
+    ["fe80::1%eth0", true],
+    ["febf::1", true],
+    ["fc00::1", true],
+    ["fd12:3456::1", true],
+    ["fd00:ec2::254", true],
+    ["224.0.0.1", true],
+    ["239.255.255.250", true],
+    ["240.0.0.1", true],
+    ["255.255.255.255", true],
+    ["ff02::1", true],
+    ["::ffff:127.0.0.1", true],
+    ["::ffff:7f00:1", true],
+    ["::ffff:10.0.0.1", true],
+    ["::ffff:169.254.169.254", true],
+    ["::ffff:192.168.0.1", true],
+    ["64:ff9b::10.0.0.1", true],
+    ["not an ip", true],
+  ])("%s → %s", (ip, expected) => {
+    expect(isPrivateAddress(ip)).toBe(expected);
+  });
+});
+
+const lookupTo =
+  (addresses: string[]) =>
+  async (_hostname: string): Promise<string[]> =>
+    addresses;
+
+describe("checkOutboundUrl", () => {
+  it.each([
+    ["ftp://example.com/hook", /scheme/],
+    ["not a url", /not a valid URL/],
+    ["http://user:pw@example.com/hook", /credentials/],
+    ["https://:pw@example.com/hook", /credentials/],
+  ])("refuses %s whatever allowPrivate says", async (url, reason) => {
+    const lookup = lookupTo(["93.184.216.34"]);
+    expect(await checkOutboundUrl(url, { allowPrivate: false, lookup })).toMatch(reason);
+    expect(await checkOutboundUrl(url, { allowPrivate: true, lookup })).toMatch(reason);
+  });
+
+  it.each([
+    ["http://127.0.0.1/hook", undefined],
+    ["http://[::1]/hook", undefined],
+    ["http://[::ffff:127.0.0.1]/hook", undefined],
+    ["http://10.1.2.3/hook", undefined],
+    ["http://169.254.169.254/latest/meta-data", undefined],
+    ["http://[fd00:ec2::254]/latest/meta-data", undefined],
+    // The WHATWG parser turns this into 127.0.0.1 before anything else sees it.
+    ["http://0x7f.1/hook", undefined],
+    ["http://localhost/hook", undefined],
+    ["https://internal.example/hook", lookupTo(["127.0.0.1"])],
+    ["https://mixed.example/hook", lookupTo(["93.184.216.34", "10.0.0.5"])],
+  ])("refuses %s unless private targets are allowed", async (url, lookup) => {
+    expect(await checkOutboundUrl(url, { allowPrivate: false, lookup })).toMatch(/private address/);
+    expect(await checkOutboundUrl(url, { allowPrivate: true, lookup })).toBeNull();
+  });
+
+  it("accepts a hostname that resolves to public addresses", async () => {
+    const lookup = lookupTo(["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"]);
+    expect(await checkOutboundUrl("https://example.com/hook", { allowPrivate: false, lookup })).toBeNull();
+  });
+
+  it("accepts a public IP literal without resolving anything", async () => {
+    const lookup = async (): Promise<string[]> => {
+      throw new Error("lookup must not be called for an IP literal");
+    };
+    expect(await checkOutboundUrl("http://93.184.216.34/hook", { allowPrivate: false, lookup })).toBeNull();
+    expect(await checkOutboundUrl("http://[2606:4700::1]/hook", { allowPrivate: false, lookup })).toBeNull();
+  });
+
+  it("refuses a hostname that resolves to nothing", async () => {
+    const notFound = async (): Promise<string[]> => {
+      throw Object.assign(new Error("getaddrinfo ENOTFOUND nowhere.example"), { code: "ENOTFOUND" });
+    };
+    for (const allowPrivate of [false, true]) {
+      expect(await checkOutboundUrl("https://nowhere.example/", { allowPrivate, lookup: notFound })).toBe(
+        "nowhere.example does not resolve (ENOTFOUND)",
+      );
+      expect(await checkOutboundUrl("https://empty.example/", { allowPrivate, lookup: lookupTo([]) })).toBe(
+        "empty.example does not resolve",
+      );
+    }
+  });
+});
+
+interface ReceivedRequest {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+interface Receiver {
+  port: number;
+  requests: ReceivedRequest[];
+  connections: number;
+  /** How the receiver answers; the default is 200 "ok". Not answering at all stalls the sender. */
+  respond: (request: IncomingMessage, response: ServerResponse) => void;
+  close(): Promise<void>;
+}
+
+async function startReceiver(): Promise<Receiver> {
+  const server = createServer();
+  const receiver: Receiver = {
+    port: 0,
+    requests: [],
+    connections: 0,
+    respond: (_request, response) => response.end("ok"),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+  server.on("connection", () => {
+    receiver.connections += 1;
+  });
+  server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      receiver.requests.push({
+        method: request.method ?? "",
+        url: request.url ?? "",
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      });
+      receiver.respond(request, response);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  receiver.port = (server.address() as AddressInfo).port;
+  return receiver;
+}
+
+/** Resolves `internal.test` to loopback and nothing else, the way a split-horizon DNS might. */
+const internalLookup: LookupFunction = (hostname, options, callback) => {
+  if (hostname !== "internal.test") {
+    callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" }), []);
+  } else if (options.all) {
+    callback(null, [{ address: "127.0.0.1", family: 4 }]);
+  } else {
+    callback(null, "127.0.0.1", 4);
+  }
+};
+
+describe("outbound client", () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function receiver(): Promise<Receiver> {
+    const started = await startReceiver();
+    cleanups.push(() => started.close());
+    return started;
+  }
+
+  function client(options: Partial<OutboundClientOptions> = {}): OutboundClient {
+    const created = createOutboundClient({ timeoutMs: 5_000, allowPrivate: true, ...options });
+    cleanups.push(() => created.close());
+    return created;
+  }
+
+  const json = { "content-type": "application/json" };
+
+  describe("with private targets allowed", () => {
+    it("returns the status and body of a 200", async () => {
+      const target = await receiver();
+      target.respond = (_request, response) =>
+        response.writeHead(200, { "content-type": "text/plain" }).end("received");
+      const result = await client().post(`http://127.0.0.1:${target.port}/hook`, json, "{}");
+      expect(result).toMatchObject({ statusCode: 200, body: "received", error: null });
+      expect(result.latencyMs).toBeGreaterThanOrEqual(0);
+      expect(result.latencyMs).toBeLessThan(5_000);
+    });
+
+    it("delivers headers and body exactly as given", async () => {
+      const target = await receiver();
+      const body = JSON.stringify({ event: "project.provisioned", payload: { name: "café ☕" }, timestamp: 1 });
+      const headers = {
+        "content-type": "application/json",
+        "x-service-signature": "a1b2c3",
+        "x-service-timestamp": "1700000000",
+        "x-service-event": "project.provisioned",
+        "x-service-delivery": "dlv_123",
+      };
+      await client().post(`http://127.0.0.1:${target.port}/path?query=1`, headers, body);
+      expect(target.requests).toHaveLength(1);
+      const [received] = target.requests;
+      expect(received).toMatchObject({ method: "POST", url: "/path?query=1", body, headers });
+      expect(received?.headers["content-length"]).toBe(String(Buffer.byteLength(body)));
+    });
+
+    it("returns a 500 as its status, not as an error", async () => {
+      const target = await receiver();
+      target.respond = (_request, response) => response.writeHead(500).end("boom");
+      const result = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(result).toMatchObject({ statusCode: 500, body: "boom", error: null });
+    });
+
+    it("does not follow a redirect", async () => {
+      const target = await receiver();
+      target.respond = (request, response) => {
+        if (request.url === "/hook") response.writeHead(302, { location: "/elsewhere" }).end();
+        else response.end("followed");
+      };
+      const result = await client().post(`http://127.0.0.1:${target.port}/hook`, json, "{}");
+      expect(result).toMatchObject({ statusCode: 302, error: null });
+      expect(target.requests.map((request) => request.url)).toEqual(["/hook"]);
+    });
+
+    it("keeps at most 2048 bytes of a large response", async () => {
+      const target = await receiver();
+      target.respond = (_request, response) => response.end("x".repeat(10 * 1024));
+      const result = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(result).toMatchObject({ statusCode: 200, body: "x".repeat(2048), error: null });
+    });
+
+    it("cuts a multibyte body on a character boundary", async () => {
+      const target = await receiver();
+      // 1 + 2 × 2000 bytes: byte 2048 falls in the middle of an "é".
+      target.respond = (_request, response) => response.end(`a${"é".repeat(2000)}`);
+      const result = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(result.body).toBe(`a${"é".repeat(1023)}`);
+      expect(Buffer.byteLength(result.body ?? "")).toBe(2047);
+    });
+
+    it("honours a smaller maxResponseBytes", async () => {
+      const target = await receiver();
+      target.respond = (_request, response) => response.end("0123456789");
+      const result = await client({ maxResponseBytes: 4 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(result.body).toBe("0123");
+    });
+
+    it("stops reading once it has enough, without waiting for the rest", async () => {
+      const target = await receiver();
+      // Headers and 4 KiB, then the body never ends.
+      target.respond = (_request, response) => {
+        response.writeHead(200);
+        response.write("y".repeat(4096));
+      };
+      const result = await client({ timeoutMs: 3_000 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(result).toMatchObject({ statusCode: 200, body: "y".repeat(2048), error: null });
+      expect(result.latencyMs).toBeLessThan(2_000);
+    });
+
+    it("times out a receiver that never answers", async () => {
+      const target = await receiver();
+      target.respond = () => {};
+      const started = performance.now();
+      const result = await client({ timeoutMs: 300 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      const elapsed = performance.now() - started;
+      expect(result).toMatchObject({ statusCode: null, body: null, error: "timed out after 300 ms" });
+      expect(elapsed).toBeGreaterThanOrEqual(290);
+      expect(elapsed).toBeLessThan(1_500);
+      expect(result.latencyMs).toBeGreaterThanOrEqual(290);
+    });
+
+    it("times out a body that stalls after the headers", async () => {
+      const target = await receiver();
+      target.respond = (_request, response) => {
+        response.writeHead(200);
+        response.write("partial");
+      };
+      const result = await client({ timeoutMs: 300 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(result).toMatchObject({ statusCode: null, body: null, error: "timed out after 300 ms" });
+      expect(result.latencyMs).toBeLessThan(1_500);
+    });
+
+    it("ends when the caller's signal aborts", async () => {
+      const target = await receiver();
+      target.respond = () => {};
+      const signal = AbortSignal.timeout(100);
+      const result = await client({ timeoutMs: 5_000 }).post(`http://127.0.0.1:${target.port}/`, json, "{}", signal);
+      expect(result.statusCode).toBeNull();
+      expect(result.error).toMatch(/^aborted/);
+      expect(result.latencyMs).toBeLessThan(1_500);
+    });
+
+    it("reports a refused connection as an error", async () => {
+      const closed = await startReceiver();
+      await closed.close();
+      const result = await client().post(`http://127.0.0.1:${closed.port}/`, json, "{}");
+      expect(result.statusCode).toBeNull();
+      expect(result.body).toBeNull();
+      expect(result.error).toMatch(/ECONNREFUSED/);
+    });
+
+    it("reports an invalid URL as an error", async () => {
+      const result = await client().post("not a url", json, "{}");
+      expect(result).toMatchObject({ statusCode: null, error: "not a valid URL" });
+    });
+
+    it("reuses one connection for consecutive requests", async () => {
+      const target = await receiver();
+      const outbound = client();
+      for (let attempt = 0; attempt < 3; attempt++) {
+        await outbound.post(`http://127.0.0.1:${target.port}/`, json, "{}");
+        // undici returns the socket to the pool a tick after the body ends; a sender that goes
+        // straight on would open a second connection and prove nothing either way.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(target.requests).toHaveLength(3);
+      expect(target.connections).toBe(1);
+    });
+
+    it("connects through the injected lookup", async () => {
+      const target = await receiver();
+      const result = await client({ lookup: internalLookup }).post(`http://internal.test:${target.port}/`, json, "{}");
+      expect(result).toMatchObject({ statusCode: 200, error: null });
+      expect(target.requests[0]?.headers.host).toBe(`internal.test:${target.port}`);
+    });
+  });
+
+  describe("with private targets refused", () => {
+    it.each([
+      ["127.0.0.1", undefined],
+      ["[::1]", undefined],
+      ["localhost", undefined],
+      ["internal.test", internalLookup],
+    ])("refuses %s before any byte reaches the receiver", async (host, lookup) => {
+      const target = await receiver();
+      const result = await client({ allowPrivate: false, lookup }).post(`http://${host}:${target.port}/`, json, "{}");
+      expect(result.statusCode).toBeNull();
+      expect(result.body).toBeNull();
+      expect(result.error).toMatch(/^refused: .*private/);
+      expect(target.requests).toHaveLength(0);
+      expect(target.connections).toBe(0);
+    });
+  });
+});
