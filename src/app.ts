@@ -11,9 +11,12 @@ import type { Deps } from "./deps.ts";
 import { accountRoutes } from "./domains/account/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
+import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
+import { notificationRoutes } from "./domains/notifications/routes.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
+import { webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
@@ -105,7 +108,10 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
     .route("/", memberRoutes(deps))
     .route("/", apiKeyRoutes(deps))
     .route("/", auditRoutes(deps))
-    .route("/", projectRoutes(deps));
+    .route("/", projectRoutes(deps))
+    .route("/", webhookRoutes(deps))
+    .route("/", integrationRoutes(deps))
+    .route("/", notificationRoutes(deps));
 
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {
     type: "apiKey",

@@ -12,7 +12,7 @@ import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
 import { invitationJobs } from "./domains/members/service.ts";
 import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
-import { deliveryJobs } from "./domains/webhooks/delivery.ts";
+import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery.ts";
 import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
 import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
@@ -60,7 +60,7 @@ function createWorker(deps: Deps): Worker {
     {
       concurrency: deps.config.workers,
       pollMs: deps.config.workerPollMs,
-      recurring: [...maintenanceSchedule, ...projectSchedule],
+      recurring: [...maintenanceSchedule, ...projectSchedule, ...deliverySchedule],
     },
   );
 }

@@ -91,15 +91,28 @@ export async function checkOutboundUrl(
     return !options.allowPrivate && isPrivateAddress(host) ? `${host} is a private address` : null;
   }
 
+  if (options.allowPrivate) return null;
+  // A name that does not resolve now (or not quickly) is accepted: DNS can be briefly down and a
+  // receiver may not exist yet. Deliveries fail at send if it still does not resolve, and the
+  // connect-time guard still refuses it if it later resolves to a private address.
   let addresses: string[];
   try {
-    addresses = await (options.lookup ?? lookupAll)(host);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return code ? `${host} does not resolve (${code})` : `${host} does not resolve`;
+    addresses = await withTimeout((options.lookup ?? lookupAll)(host), LOOKUP_TIMEOUT_MS);
+  } catch {
+    return null;
   }
-  if (addresses.length === 0) return `${host} does not resolve`;
-  if (options.allowPrivate) return null;
   const blocked = addresses.find(isPrivateAddress);
   return blocked === undefined ? null : `${host} resolves to private address ${blocked}`;
+}
+
+const LOOKUP_TIMEOUT_MS = 2_000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }

@@ -9,6 +9,7 @@ import { randomToken, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { authorize, orgNotFound, type Role } from "../orgs/access.ts";
+import { emitOrgEvent } from "../webhooks/events.ts";
 import type { InviteInput, MemberSchema } from "./schemas.ts";
 
 type Member = z.infer<typeof MemberSchema>;
@@ -282,6 +283,11 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
         data: { email, role: input.role },
       });
       await queueInvitationMail(trx, ctx, id);
+      await emitOrgEvent(trx, ctx.deps, {
+        orgId: ctx.org.id,
+        kind: "member.invited",
+        payload: { invitationId: id, email, role: input.role },
+      });
     });
   } catch (error) {
     if (isUniqueViolation(error)) {

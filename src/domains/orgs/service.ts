@@ -11,6 +11,7 @@ import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { deleteOrgProjects, projectSummaries } from "../projects/service.ts";
+import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { authorize, type Role } from "./access.ts";
 import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
 import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
@@ -136,6 +137,7 @@ export async function updateOrg({
 }): Promise<{ org: Org; webhookSecret?: string }> {
   authorize(ctx, "org:update");
   const { org } = ctx;
+  if (input.webhookUrl) await assertDeliverableUrl(ctx.deps, input.webhookUrl, "webhookUrl");
   const changes: Partial<Selectable<OrgsTable>> = {};
   const changed: Record<string, unknown> = {};
   if (input.name !== undefined && input.name !== org.name) {

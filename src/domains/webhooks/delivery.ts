@@ -2,7 +2,7 @@ import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import type { JobHandlers } from "../../jobs/worker.ts";
+import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn } from "../../lib/json.ts";
 import { recordSystemAudit } from "../audit/service.ts";
@@ -30,14 +30,14 @@ interface Target {
  * Where a delivery goes now, or null when its target is gone or switched off: a delivery queued
  * before its webhook was disabled or deleted becomes a no-op (`skipped`).
  */
-async function resolveTarget(deps: Deps, delivery: Delivery): Promise<Target | null> {
+async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: boolean): Promise<Target | null> {
   if (delivery.target_type === "webhook") {
     const hook = await deps.db
       .selectFrom("webhooks")
       .select(["id", "url", "secret", "headers", "active", "deleted_at"])
       .where("id", "=", delivery.target_id)
       .executeTakeFirst();
-    if (!hook || hook.deleted_at !== null || !hook.active) return null;
+    if (!hook || hook.deleted_at !== null || (!hook.active && !includeInactive)) return null;
     return {
       url: hook.url,
       secret: hook.secret,
@@ -92,7 +92,7 @@ export interface AttemptOutcome {
 export async function attemptDelivery(
   deps: Deps,
   deliveryId: string,
-  options: { final: boolean; countsForBreaker: boolean; signal?: AbortSignal },
+  options: { final: boolean; countsForBreaker: boolean; includeInactive?: boolean; signal?: AbortSignal },
 ): Promise<AttemptOutcome | null> {
   const delivery = await deps.db
     .selectFrom("webhook_deliveries")
@@ -101,7 +101,7 @@ export async function attemptDelivery(
     .executeTakeFirst();
   if (!delivery) return null;
   if (TERMINAL.has(delivery.status)) return { delivery, ok: delivery.status === "succeeded" };
-  const target = await resolveTarget(deps, delivery);
+  const target = await resolveTarget(deps, delivery, options.includeInactive ?? false);
   if (!target) {
     const skipped = await deps.db
       .updateTable("webhook_deliveries")
@@ -203,9 +203,38 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
   });
 }
 
-/** The `webhook.deliver` job: one attempt per run; the queue retries with backoff until `maxAttempts`. */
+const RETENTION_BATCH = 1_000;
+const DAY_MS = 86_400_000;
+
+/**
+ * The `webhook.deliver` job: one attempt per run; the queue retries with backoff until
+ * `maxAttempts`. And the daily retention job, which deletes deliveries (with their attempts)
+ * older than WEBHOOK_DELIVERIES_RETENTION_DAYS, in batches; 0 keeps everything.
+ */
 export function deliveryJobs(deps: Deps): JobHandlers {
   return {
+    "webhooks.retention": {
+      async handle() {
+        const days = deps.config.webhookDeliveriesRetentionDays;
+        if (days === 0) return;
+        const cutoff = new Date(deps.clock.now().getTime() - days * DAY_MS).toISOString();
+        for (;;) {
+          const batch = await deps.db
+            .selectFrom("webhook_deliveries")
+            .select("id")
+            .where("created_at", "<", cutoff)
+            .limit(RETENTION_BATCH)
+            .execute();
+          if (batch.length === 0) return;
+          const ids = batch.map((row) => row.id);
+          await deps.db.transaction().execute(async (trx) => {
+            await trx.deleteFrom("webhook_attempts").where("delivery_id", "in", ids).execute();
+            await trx.deleteFrom("webhook_deliveries").where("id", "in", ids).execute();
+          });
+          if (batch.length < RETENTION_BATCH) return;
+        }
+      },
+    },
     "webhook.deliver": {
       backoffBaseMs: deps.config.webhookBackoffBaseMs,
       async handle(payload, run) {
@@ -221,3 +250,7 @@ export function deliveryJobs(deps: Deps): JobHandlers {
     },
   };
 }
+
+export const deliverySchedule: RecurringJob[] = [
+  { name: "webhooks.retention", everyMs: DAY_MS, kind: "webhooks.retention" },
+];

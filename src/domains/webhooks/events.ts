@@ -96,7 +96,7 @@ export async function queueDeliveries(
   orgId: string,
   event: string,
   drafts: DeliveryDraft[],
-  options: { projectId?: string } = {},
+  options: { projectId?: string; queue?: boolean } = {},
 ): Promise<string[]> {
   if (drafts.length === 0) return [];
   const now = deps.clock.now();
@@ -122,6 +122,8 @@ export async function queueDeliveries(
     };
   });
   await trx.insertInto("webhook_deliveries").values(rows).execute();
+  // Test sends are attempted once, right away, by the caller; everything else goes to the queue.
+  if (options.queue === false) return rows.map((row) => row.id);
   await deps.jobs.enqueue(
     trx,
     ...rows.map((row) => ({

@@ -1,0 +1,216 @@
+import { z } from "@hono/zod-openapi";
+import type { Selectable } from "kysely";
+import type { IntegrationsTable } from "../../db/schema.ts";
+import { NotFoundError, ValidationError } from "../../http/errors.ts";
+import { actorOf } from "../../http/principal.ts";
+import { toFieldIssues } from "../../http/router.ts";
+import { newId } from "../../lib/ids.ts";
+import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import { recordAudit } from "../audit/service.ts";
+import type { OrgCtx } from "../context.ts";
+import { authorize } from "../orgs/access.ts";
+import { deliveryView } from "../webhooks/deliveries.ts";
+import { attemptDelivery } from "../webhooks/delivery.ts";
+import { queueDeliveries } from "../webhooks/events.ts";
+import { assertDeliverableUrl } from "../webhooks/service.ts";
+import { type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
+
+type IntegrationRow = Selectable<IntegrationsTable>;
+
+export const EventPatterns = z.array(z.string().min(1).max(100)).max(50).nullable();
+
+export const IntegrationInput = z
+  .object({
+    kind: z.enum(["slack", "discord", "datadog", "github"]),
+    config: z.record(z.string(), z.unknown()).optional(),
+    events: EventPatterns.optional().openapi({
+      description: "Event patterns (`alarm.fired`, `project.*`, `*`); null or empty means all events",
+    }),
+  })
+  .openapi("IntegrationInput");
+
+export const UpdateIntegrationInput = z
+  .object({
+    config: z.record(z.string(), z.unknown()).optional(),
+    events: EventPatterns.optional(),
+  })
+  .openapi("UpdateIntegrationInput");
+
+/** Secret config values are shown only by their last four characters. */
+function maskSecret(value: unknown): string {
+  const text = String(value ?? "");
+  return text.length <= 4 ? "••••" : `••••${text.slice(-4)}`;
+}
+
+export function toIntegration(row: IntegrationRow) {
+  const kind = row.kind as IntegrationKind;
+  const config = fromJsonColumn<Record<string, unknown>>(row.config, {});
+  const secrets: readonly string[] = PROVIDER_CONFIG[kind].secrets;
+  return {
+    id: row.id,
+    kind,
+    config: Object.fromEntries(
+      Object.entries(config).map(([key, value]) => [key, secrets.includes(key) ? maskSecret(value) : value]),
+    ),
+    events: fromJsonColumn<string[] | null>(row.events, null),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Checks `config` against what the provider needs (422 naming `config.<field>`), URLs included. */
+async function validConfig(ctx: OrgCtx, kind: IntegrationKind, config: Record<string, unknown>) {
+  const parsed = PROVIDER_CONFIG[kind].schema.safeParse(config);
+  if (!parsed.success) {
+    throw new ValidationError(
+      toFieldIssues(parsed.error, "config").map((issue) => ({ ...issue, path: `config.${issue.path}` })),
+    );
+  }
+  const value = parsed.data as Record<string, unknown>;
+  for (const key of ["webhookUrl", "apiUrl"]) {
+    if (typeof value[key] === "string") await assertDeliverableUrl(ctx.deps, value[key], `config.${key}`);
+  }
+  return value;
+}
+
+async function findIntegration(ctx: OrgCtx, id: string): Promise<IntegrationRow> {
+  const row = await ctx.deps.db
+    .selectFrom("integrations")
+    .selectAll()
+    .where("id", "=", id)
+    .where("org_id", "=", ctx.org.id)
+    .where("deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!row) throw new NotFoundError("integration not found");
+  return row;
+}
+
+export async function createIntegration({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof IntegrationInput> }) {
+  authorize(ctx, "integrations:manage");
+  const config = await validConfig(ctx, input.kind, input.config ?? {});
+  const now = ctx.deps.clock.now();
+  const row: IntegrationRow = {
+    id: newId("int", now),
+    org_id: ctx.org.id,
+    kind: input.kind,
+    config: toJsonColumn(config) ?? "{}",
+    events: input.events && input.events.length > 0 ? toJsonColumn(input.events) : null,
+    created_by: actorOf(ctx.principal).id,
+    created_at: now.toISOString(),
+    updated_at: now.toISOString(),
+    deleted_at: null,
+  };
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    await trx.insertInto("integrations").values(row).execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "integration.created",
+      target: { type: "integration", id: row.id },
+      data: { kind: row.kind, events: input.events ?? null },
+    });
+  });
+  return { integration: toIntegration(row) };
+}
+
+export async function listIntegrations({ ctx }: { ctx: OrgCtx }) {
+  authorize(ctx, "integrations:read");
+  const rows = await ctx.deps.db
+    .selectFrom("integrations")
+    .selectAll()
+    .where("org_id", "=", ctx.org.id)
+    .where("deleted_at", "is", null)
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute();
+  return { integrations: rows.map(toIntegration) };
+}
+
+export async function getIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) {
+  authorize(ctx, "integrations:read");
+  return { integration: toIntegration(await findIntegration(ctx, id)) };
+}
+
+/** Replaces `config` (validated whole) and/or `events`. */
+export async function updateIntegration({
+  ctx,
+  id,
+  input,
+}: {
+  ctx: OrgCtx;
+  id: string;
+  input: z.infer<typeof UpdateIntegrationInput>;
+}) {
+  authorize(ctx, "integrations:manage");
+  const current = await findIntegration(ctx, id);
+  const changes: Partial<IntegrationRow> = {};
+  if (input.config !== undefined) {
+    changes.config = toJsonColumn(await validConfig(ctx, current.kind as IntegrationKind, input.config)) ?? "{}";
+  }
+  if (input.events !== undefined) {
+    changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;
+  }
+  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("integrations")
+      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "integration.updated",
+      target: { type: "integration", id },
+      data: { fields: Object.keys(input) },
+    });
+    return row;
+  });
+  return { integration: toIntegration(updated) };
+}
+
+export async function deleteIntegration({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
+  authorize(ctx, "integrations:manage");
+  const current = await findIntegration(ctx, id);
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable("integrations")
+      .set({ deleted_at: ctx.deps.clock.now().toISOString() })
+      .where("id", "=", id)
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "integration.deleted",
+      target: { type: "integration", id },
+      data: { kind: current.kind },
+    });
+  });
+}
+
+/** Sends a provider-shaped sample (`webhook.test`) now and returns the delivery after one attempt. */
+export async function testIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) {
+  authorize(ctx, "integrations:manage");
+  const integration = await findIntegration(ctx, id);
+  const request = providerRequest(
+    integration.kind as IntegrationKind,
+    fromJsonColumn<Record<string, unknown>>(integration.config, {}),
+    {
+      event: "webhook.test",
+      payload: { integrationId: id, message: "This is a test from Plinth." },
+      timestamp: Math.floor(ctx.deps.clock.now().getTime() / 1000),
+      org: { slug: ctx.org.slug, name: ctx.org.name },
+    },
+  );
+  const [deliveryId] = await ctx.deps.db
+    .transaction()
+    .execute((trx) =>
+      queueDeliveries(
+        trx,
+        ctx.deps,
+        ctx.org.id,
+        "webhook.test",
+        [{ targetType: "integration", targetId: id, ...request }],
+        { queue: false },
+      ),
+    );
+  await attemptDelivery(ctx.deps, deliveryId as string, { final: true, countsForBreaker: false });
+  return { delivery: await deliveryView(ctx.deps.db, deliveryId as string) };
+}

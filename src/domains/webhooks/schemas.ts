@@ -1,0 +1,83 @@
+import { z } from "@hono/zod-openapi";
+import { ORG_EVENT_KINDS } from "./events.ts";
+
+const KNOWN_PREFIXES = [...new Set(ORG_EVENT_KINDS.map((kind) => kind.split(".")[0]))];
+
+/** `*`, a known kind, or `<known prefix>.*`. */
+export const orgEventPattern = z
+  .string()
+  .min(1)
+  .refine(
+    (pattern) =>
+      pattern === "*" ||
+      (ORG_EVENT_KINDS as readonly string[]).includes(pattern) ||
+      (pattern.endsWith(".*") && KNOWN_PREFIXES.includes(pattern.slice(0, -2))),
+    { message: `must be '*', an event kind (${ORG_EVENT_KINDS.join(", ")}) or a prefix such as 'project.*'` },
+  );
+
+const webhookUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);
+
+export const WebhookInput = z
+  .object({
+    url: webhookUrl,
+    events: z.array(orgEventPattern).min(1).max(50),
+  })
+  .openapi("WebhookInput");
+
+export const UpdateWebhookInput = z
+  .object({
+    url: webhookUrl.optional(),
+    events: z.array(orgEventPattern).min(1).max(50).optional(),
+    active: z.boolean().optional().openapi({ description: "`true` resumes a disabled webhook" }),
+  })
+  .openapi("UpdateWebhookInput");
+
+export const WebhookSchema = z
+  .object({
+    id: z.string(),
+    url: z.string(),
+    events: z.array(z.string()),
+    active: z.boolean(),
+    consecutiveFailures: z.number().int(),
+    lastFailureAt: z.string().nullable(),
+    disabledReason: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("Webhook");
+
+export const AttemptSchema = z.object({
+  attempt: z.number().int(),
+  statusCode: z.number().int().nullable(),
+  latencyMs: z.number().int(),
+  error: z.string().nullable(),
+  responseBody: z.string().nullable().openapi({ description: "The receiver's response, cut to 2 KiB" }),
+  createdAt: z.string(),
+});
+
+export const DeliverySchema = z
+  .object({
+    id: z.string(),
+    event: z.string(),
+    status: z.enum(["pending", "succeeded", "failed", "dead", "skipped"]),
+    attemptCount: z.number().int(),
+    lastStatusCode: z.number().int().nullable(),
+    lastError: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    attempts: z.array(AttemptSchema),
+  })
+  .openapi("WebhookDelivery");
+
+export const DeliveriesQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(200).optional().openapi({ description: "1..200, default 50" }),
+  offset: z.coerce.number().int().min(0).optional(),
+  status: z.enum(["pending", "succeeded", "failed", "dead", "skipped"]).optional(),
+});
+
+export const WebhookParams = z.object({
+  slug: z.string().openapi({ param: { name: "slug", in: "path" } }),
+  id: z.string().openapi({ param: { name: "id", in: "path" } }),
+});
+
+export const WebhookIdParams = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });

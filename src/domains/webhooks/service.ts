@@ -1,0 +1,227 @@
+import type { z } from "@hono/zod-openapi";
+import type { Selectable } from "kysely";
+import type { WebhooksTable } from "../../db/schema.ts";
+import type { Deps } from "../../deps.ts";
+import { NotFoundError, ValidationError } from "../../http/errors.ts";
+import { actorOf } from "../../http/principal.ts";
+import { newId } from "../../lib/ids.ts";
+import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import { checkOutboundUrl } from "../../lib/ssrf.ts";
+import { randomToken } from "../../lib/tokens.ts";
+import { recordAudit } from "../audit/service.ts";
+import type { Ctx, OrgCtx } from "../context.ts";
+import { authorize, orgNotFound, resolveOrgAccess } from "../orgs/access.ts";
+import { deliveryView, listDeliveries } from "./deliveries.ts";
+import { attemptDelivery } from "./delivery.ts";
+import { queueDeliveries } from "./events.ts";
+import type { DeliveriesQuery, UpdateWebhookInput, WebhookInput, WebhookSchema } from "./schemas.ts";
+
+type Webhook = z.infer<typeof WebhookSchema>;
+type WebhookRow = Selectable<WebhooksTable>;
+
+export function toWebhook(row: WebhookRow): Webhook {
+  return {
+    id: row.id,
+    url: row.url,
+    events: fromJsonColumn<string[]>(row.events, []),
+    active: Boolean(row.active),
+    consecutiveFailures: row.consecutive_failures,
+    lastFailureAt: row.last_failure_at,
+    disabledReason: row.disabled_reason,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Refuses (422, naming the field) an outbound URL that is not http(s) or reaches a private address. */
+export async function assertDeliverableUrl(deps: Deps, url: string, path: string): Promise<void> {
+  const problem = await checkOutboundUrl(url, { allowPrivate: deps.config.allowPrivateWebhookUrls });
+  if (problem) throw new ValidationError([{ path, message: problem }]);
+}
+
+export function newWebhookSecret(): string {
+  return randomToken("whsec_", 24);
+}
+
+async function findOrgWebhook(ctx: OrgCtx, id: string): Promise<WebhookRow> {
+  const row = await ctx.deps.db
+    .selectFrom("webhooks")
+    .selectAll()
+    .where("id", "=", id)
+    .where("org_id", "=", ctx.org.id)
+    .where("project_id", "is", null)
+    .where("deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!row) throw new NotFoundError("webhook not found");
+  return row;
+}
+
+/** Creates an org webhook; its signing secret is returned this once. */
+export async function createWebhook({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof WebhookInput> }) {
+  authorize(ctx, "webhooks:manage");
+  await assertDeliverableUrl(ctx.deps, input.url, "url");
+  const now = ctx.deps.clock.now();
+  const at = now.toISOString();
+  const secret = newWebhookSecret();
+  const row: WebhookRow = {
+    id: newId("whk", now),
+    org_id: ctx.org.id,
+    project_id: null,
+    name: null,
+    url: input.url,
+    events: toJsonColumn([...new Set(input.events)]) ?? "[]",
+    secret,
+    headers: null,
+    payload_fields: null,
+    active: 1,
+    consecutive_failures: 0,
+    last_failure_at: null,
+    disabled_reason: null,
+    created_by: actorOf(ctx.principal).id,
+    created_at: at,
+    updated_at: at,
+    deleted_at: null,
+  };
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    await trx.insertInto("webhooks").values(row).execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "webhook.created",
+      target: { type: "webhook", id: row.id },
+      data: { url: row.url, events: input.events },
+    });
+  });
+  return { webhook: toWebhook(row), secret };
+}
+
+export async function listWebhooks({ ctx }: { ctx: OrgCtx }) {
+  authorize(ctx, "webhooks:read");
+  const rows = await ctx.deps.db
+    .selectFrom("webhooks")
+    .selectAll()
+    .where("org_id", "=", ctx.org.id)
+    .where("project_id", "is", null)
+    .where("deleted_at", "is", null)
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute();
+  return { webhooks: rows.map(toWebhook) };
+}
+
+/** Changes URL or events; `active: true` resumes a disabled webhook with a fresh failure count. */
+export async function updateWebhook({
+  ctx,
+  id,
+  input,
+}: {
+  ctx: OrgCtx;
+  id: string;
+  input: z.infer<typeof UpdateWebhookInput>;
+}) {
+  authorize(ctx, "webhooks:manage");
+  const current = await findOrgWebhook(ctx, id);
+  if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
+  const resuming = input.active === true && !current.active;
+  const changes: Partial<WebhookRow> = {
+    ...(input.url !== undefined ? { url: input.url } : {}),
+    ...(input.events !== undefined ? { events: toJsonColumn([...new Set(input.events)]) ?? "[]" } : {}),
+    ...(input.active === false ? { active: 0 } : {}),
+    ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+  };
+  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("webhooks")
+      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: resuming ? "webhook.resumed" : "webhook.updated",
+      target: { type: "webhook", id },
+      data: { ...input },
+    });
+    return row;
+  });
+  return { webhook: toWebhook(updated) };
+}
+
+/** Deletes the webhook; deliveries already queued for it become no-ops (`skipped`). */
+export async function deleteWebhook({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
+  authorize(ctx, "webhooks:manage");
+  const current = await findOrgWebhook(ctx, id);
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable("webhooks")
+      .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
+      .where("id", "=", id)
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "webhook.deleted",
+      target: { type: "webhook", id },
+      data: { url: current.url },
+    });
+  });
+}
+
+export async function listWebhookDeliveries({
+  ctx,
+  id,
+  query,
+}: {
+  ctx: OrgCtx;
+  id: string;
+  query: z.infer<typeof DeliveriesQuery>;
+}) {
+  authorize(ctx, "webhooks:read");
+  await findOrgWebhook(ctx, id);
+  return { deliveries: await listDeliveries(ctx.deps.db, id, query) };
+}
+
+/**
+ * Sends a sample `webhook.test` delivery now, whatever the webhook's event list and even when it
+ * is disabled (to check a receiver before resuming), and returns it after that one attempt. Test
+ * sends do not count towards the breaker.
+ */
+export async function testWebhook({ ctx, id }: { ctx: Ctx; id: string }) {
+  const hook = await ctx.deps.db
+    .selectFrom("webhooks")
+    .innerJoin("orgs", "orgs.id", "webhooks.org_id")
+    .select(["webhooks.id", "webhooks.url", "orgs.slug as org_slug"])
+    .where("webhooks.id", "=", id)
+    .where("webhooks.project_id", "is", null)
+    .where("webhooks.deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!hook) throw new NotFoundError("webhook not found");
+  const access = await resolveOrgAccess(ctx.deps, ctx.principal, hook.org_slug).catch(() => {
+    throw new NotFoundError("webhook not found");
+  });
+  authorize({ ...ctx, ...access }, "webhooks:manage");
+  const timestamp = Math.floor(ctx.deps.clock.now().getTime() / 1000);
+  const body = JSON.stringify({
+    event: "webhook.test",
+    payload: { webhookId: hook.id, org: hook.org_slug, message: "This is a test delivery from Plinth." },
+    timestamp,
+  });
+  const [deliveryId] = await ctx.deps.db
+    .transaction()
+    .execute((trx) =>
+      queueDeliveries(
+        trx,
+        ctx.deps,
+        access.org.id,
+        "webhook.test",
+        [{ targetType: "webhook", targetId: hook.id, url: hook.url, body }],
+        { queue: false },
+      ),
+    );
+  await attemptDelivery(ctx.deps, deliveryId as string, {
+    final: true,
+    countsForBreaker: false,
+    includeInactive: true,
+  });
+  const delivery = await deliveryView(ctx.deps.db, deliveryId as string);
+  if (!delivery) throw orgNotFound();
+  return { delivery };
+}
