@@ -25,7 +25,7 @@ export const PROVIDER_CONFIG = {
   github: {
     schema: z
       .object({
-        repo: z.string().regex(/^[\w.-]+\/[\w.-]+$/, "must be owner/name"),
+        repo: z.string().regex(/^[A-Za-z0-9_-][\w.-]*\/[A-Za-z0-9_-][\w.-]*$/, "must be owner/name"),
         token: z.string().min(1),
         apiUrl: httpUrl.optional(),
       })
@@ -51,66 +51,60 @@ function summary(event: OrgEvent): string {
   return `Plinth: ${event.event} in ${event.org.name}${project}`;
 }
 
+function apiBase(config: Record<string, unknown>, fallback: string): string {
+  return typeof config.apiUrl === "string" ? config.apiUrl.replace(/\/+$/, "") : fallback;
+}
+
+/** Where a provider's requests go; read from the current config at every attempt. */
+export function providerUrl(kind: IntegrationKind, config: Record<string, unknown>): string {
+  switch (kind) {
+    case "slack":
+    case "discord":
+      return String(config.webhookUrl);
+    case "datadog":
+      return `${apiBase(config, `https://api.${String(config.site ?? "datadoghq.com")}`)}/api/v1/events`;
+    case "github":
+      return `${apiBase(config, "https://api.github.com")}/repos/${String(config.repo)}/dispatches`;
+  }
+}
+
 /** The provider-shaped request for an event: where it goes and what it says (no credentials). */
 export function providerRequest(
   kind: IntegrationKind,
   config: Record<string, unknown>,
   event: OrgEvent,
 ): ProviderRequest {
+  return { url: providerUrl(kind, config), body: JSON.stringify(providerBody(kind, event)) };
+}
+
+function providerBody(kind: IntegrationKind, event: OrgEvent): Record<string, unknown> {
   switch (kind) {
     case "slack":
       return {
-        url: String(config.webhookUrl),
-        body: JSON.stringify({
-          text: summary(event),
-          blocks: [
-            {
-              type: "section",
-              text: { type: "mrkdwn", text: `*${summary(event)}*\n\`\`\`${JSON.stringify(event.payload)}\`\`\`` },
-            },
-          ],
-        }),
+        text: summary(event),
+        blocks: [
+          {
+            type: "section",
+            text: { type: "mrkdwn", text: `*${summary(event)}*\n\`\`\`${JSON.stringify(event.payload)}\`\`\`` },
+          },
+        ],
       };
     case "discord":
+      return { content: summary(event), embeds: [{ title: event.event, description: JSON.stringify(event.payload) }] };
+    case "datadog":
       return {
-        url: String(config.webhookUrl),
-        body: JSON.stringify({
-          content: summary(event),
-          embeds: [{ title: event.event, description: JSON.stringify(event.payload) }],
-        }),
+        title: summary(event),
+        text: JSON.stringify(event.payload),
+        date_happened: event.timestamp,
+        alert_type: event.event.endsWith(".failed") || event.event === "alarm.fired" ? "error" : "info",
+        source_type_name: "plinth",
+        tags: ["source:plinth", `event:${event.event}`, `org:${event.org.slug}`],
       };
-    case "datadog": {
-      const base =
-        typeof config.apiUrl === "string"
-          ? config.apiUrl.replace(/\/+$/, "")
-          : `https://api.${String(config.site ?? "datadoghq.com")}`;
+    case "github":
       return {
-        url: `${base}/api/v1/events`,
-        body: JSON.stringify({
-          title: summary(event),
-          text: JSON.stringify(event.payload),
-          date_happened: event.timestamp,
-          alert_type: event.event.endsWith(".failed") || event.event === "alarm.fired" ? "error" : "info",
-          source_type_name: "plinth",
-          tags: ["source:plinth", `event:${event.event}`, `org:${event.org.slug}`],
-        }),
+        event_type: event.event,
+        client_payload: { event: event.event, payload: event.payload, timestamp: event.timestamp, org: event.org.slug },
       };
-    }
-    case "github": {
-      const base = typeof config.apiUrl === "string" ? config.apiUrl.replace(/\/+$/, "") : "https://api.github.com";
-      return {
-        url: `${base}/repos/${String(config.repo)}/dispatches`,
-        body: JSON.stringify({
-          event_type: event.event,
-          client_payload: {
-            event: event.event,
-            payload: event.payload,
-            timestamp: event.timestamp,
-            org: event.org.slug,
-          },
-        }),
-      };
-    }
   }
 }
 

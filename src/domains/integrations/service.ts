@@ -12,12 +12,13 @@ import { authorize } from "../orgs/access.ts";
 import { deliveryView } from "../webhooks/deliveries.ts";
 import { attemptDelivery } from "../webhooks/delivery.ts";
 import { queueDeliveries } from "../webhooks/events.ts";
+import { orgEventPattern } from "../webhooks/schemas.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
 
-export const EventPatterns = z.array(z.string().min(1).max(100)).max(50).nullable();
+export const EventPatterns = z.array(orgEventPattern).max(50).nullable();
 
 export const IntegrationInput = z
   .object({
@@ -36,10 +37,16 @@ export const UpdateIntegrationInput = z
   })
   .openapi("UpdateIntegrationInput");
 
+const MASK = "••••";
+
+function isMasked(value: unknown): boolean {
+  return typeof value === "string" && value.startsWith(MASK);
+}
+
 /** Secret config values are shown only by their last four characters. */
 function maskSecret(value: unknown): string {
   const text = String(value ?? "");
-  return text.length <= 4 ? "••••" : `••••${text.slice(-4)}`;
+  return text.length <= 4 ? MASK : `${MASK}${text.slice(-4)}`;
 }
 
 export function toIntegration(row: IntegrationRow) {
@@ -144,7 +151,16 @@ export async function updateIntegration({
   const current = await findIntegration(ctx, id);
   const changes: Partial<IntegrationRow> = {};
   if (input.config !== undefined) {
-    changes.config = toJsonColumn(await validConfig(ctx, current.kind as IntegrationKind, input.config)) ?? "{}";
+    const kind = current.kind as IntegrationKind;
+    const stored = fromJsonColumn<Record<string, unknown>>(current.config, {});
+    // A secret sent back as read (masked) means "unchanged", so a read-modify-write keeps it.
+    const config = Object.fromEntries(
+      Object.entries(input.config).map(([key, value]) => [
+        key,
+        isMasked(value) && (PROVIDER_CONFIG[kind].secrets as readonly string[]).includes(key) ? stored[key] : value,
+      ]),
+    );
+    changes.config = toJsonColumn(await validConfig(ctx, kind, config)) ?? "{}";
   }
   if (input.events !== undefined) {
     changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;

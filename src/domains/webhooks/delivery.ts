@@ -6,7 +6,7 @@ import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn } from "../../lib/json.ts";
 import { recordSystemAudit } from "../audit/service.ts";
-import { type IntegrationKind, providerAuthHeaders } from "../integrations/providers.ts";
+import { type IntegrationKind, providerAuthHeaders, providerUrl } from "../integrations/providers.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { signatureHeaders } from "./signing.ts";
 
@@ -60,9 +60,11 @@ async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: bo
     .where("id", "=", delivery.target_id)
     .executeTakeFirst();
   if (!integration || integration.deleted_at !== null) return null;
+  // Address and credentials both come from the current config, so a retry after a change never
+  // sends new credentials to the old address.
   const config = fromJsonColumn<Record<string, unknown>>(integration.config, {});
   return {
-    url: delivery.url,
+    url: providerUrl(integration.kind as IntegrationKind, config),
     secret: null,
     extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
     webhookId: null,

@@ -1,0 +1,1002 @@
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  addMember,
+  type CallResult,
+  call,
+  createApiKey,
+  createOrg,
+  type Mailbox,
+  signUp,
+  startApp,
+  startMailbox,
+  type TestApp,
+  type TestUser,
+  uniqueEmail,
+} from "./harness.ts";
+
+// ---- a real local receiver ----
+
+interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+interface Receiver {
+  url: string;
+  requests: ReceivedRequest[];
+  /** Requests whose path starts with one of these prefixes are answered with that status. */
+  statusByPrefix: Map<string, number>;
+  /** Requests whose path starts with one of these prefixes are answered only once the promise settles. */
+  holdByPrefix: Map<string, Promise<void>>;
+  waitFor(what: string, match: (request: ReceivedRequest) => boolean, timeoutMs?: number): Promise<ReceivedRequest>;
+  close(): Promise<void>;
+}
+
+/** A node:http server that records method, path, headers and raw body, and answers 200 unless told otherwise. */
+async function startReceiver(): Promise<Receiver> {
+  const requests: ReceivedRequest[] = [];
+  const statusByPrefix = new Map<string, number>();
+  const holdByPrefix = new Map<string, Promise<void>>();
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", async () => {
+      const path = req.url ?? "";
+      requests.push({
+        method: req.method ?? "",
+        path,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      });
+      for (const [prefix, hold] of holdByPrefix) if (path.startsWith(`${prefix}/`)) await hold;
+      let status = 200;
+      for (const [prefix, code] of statusByPrefix) if (path.startsWith(`${prefix}/`)) status = code;
+      res.writeHead(status, { "content-type": "text/plain" });
+      res.end(status < 300 ? "ok" : "receiver says no");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    statusByPrefix,
+    holdByPrefix,
+    async waitFor(what, match, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = requests.find(match);
+        if (found) return found;
+        if (Date.now() > deadline) {
+          throw new Error(`receiver: no ${what} within ${timeoutMs} ms; saw ${requests.map((r) => r.path).join(", ")}`);
+        }
+        await sleep(20);
+      }
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function json(request: ReceivedRequest): any {
+  return JSON.parse(request.body);
+}
+
+/** The event kind a Slack message is about (`Plinth: <kind> in <org>…`). */
+function slackKind(request: ReceivedRequest): string | undefined {
+  return /^Plinth: (\S+) in /.exec(String(json(request).text))?.[1];
+}
+
+/** How long to keep listening after the expected deliveries, before asserting that no others came. */
+const SETTLE_MS = 600;
+
+// ---- assertions ----
+
+function expectStatus(res: CallResult, status: number): void {
+  expect(res.status, `${res.status} ${JSON.stringify(res.body)}`).toBe(status);
+}
+
+function expectError(res: CallResult, status: number, code: string): void {
+  expectStatus(res, status);
+  expect(res.body.error.code).toBe(code);
+  expect(typeof res.body.error.message).toBe("string");
+}
+
+/** 422 VALIDATION whose details name `field`. */
+function expectFieldError(res: CallResult, field: string): void {
+  expectError(res, 422, "VALIDATION");
+  const paths = (res.body.error.details as { path: string }[]).map((d) => d.path);
+  expect(paths, JSON.stringify(res.body)).toContain(field);
+}
+
+function masked(secret: string): string {
+  return `••••${secret.slice(-4)}`;
+}
+
+// ---- the suite ----
+
+type Who = "owner" | "admin" | "developer" | "viewer" | "full" | "deploy" | "read-only" | "none";
+const EVERYONE: Who[] = ["owner", "admin", "developer", "viewer", "full", "deploy", "read-only", "none"];
+const MANAGERS = new Set<Who>(["owner", "admin", "full"]);
+
+describe("integrations", () => {
+  let app: TestApp;
+  let mailbox: Mailbox;
+  let receiver: Receiver;
+  let owner: TestUser;
+  let slug: string;
+  const credentials = {} as Record<Exclude<Who, "none">, { cookie?: string; token?: string }>;
+
+  beforeAll(async () => {
+    mailbox = await startMailbox();
+    receiver = await startReceiver();
+    app = await startApp({
+      ALLOW_PRIVATE_WEBHOOK_URLS: "true",
+      WEBHOOK_BACKOFF_BASE_MS: "20",
+      WEBHOOK_MAX_ATTEMPTS: "3",
+      WORKER_POLL_MS: "50",
+      AUTH_RATE_LIMIT_PER_MINUTE: "10000",
+      RATE_LIMIT_PER_MINUTE: "100000",
+      SMTP_URL: mailbox.url,
+    });
+    owner = await signUp(app, uniqueEmail("owner"), "Olive Owner");
+    slug = (await createOrg(app, owner, "Matrix Org")).slug;
+    credentials.owner = { cookie: owner.cookie };
+    for (const role of ["admin", "developer", "viewer"] as const) {
+      credentials[role] = { cookie: (await addMember(app, mailbox, owner, slug, role)).user.cookie };
+    }
+    for (const scope of ["full", "deploy", "read-only"] as const) {
+      credentials[scope] = { token: (await createApiKey(app, owner, slug, scope)).token };
+    }
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await receiver?.close();
+    await mailbox?.close();
+  });
+
+  function as(who: Who): { cookie?: string; token?: string } {
+    return who === "none" ? {} : credentials[who];
+  }
+
+  let orgCounter = 0;
+  /** A fresh org owned by `owner`, so that integrations of one test never see another test's events. */
+  async function freshOrg(): Promise<{ slug: string; name: string }> {
+    orgCounter += 1;
+    const name = `Integrations Org ${orgCounter}`;
+    const org = await createOrg(app, owner, name);
+    return { slug: org.slug, name };
+  }
+
+  let tagCounter = 0;
+  /** A unique path prefix on the receiver for one integration. */
+  function tag(label: string): string {
+    tagCounter += 1;
+    return `/${label}-${tagCounter}`;
+  }
+
+  function create(orgSlug: string, body: unknown, who: { cookie?: string; token?: string } = { cookie: owner.cookie }) {
+    return call(app, "POST", `/org/${orgSlug}/integrations`, { ...who, body });
+  }
+
+  async function createOk(orgSlug: string, body: unknown): Promise<any> {
+    const res = await create(orgSlug, body);
+    expectStatus(res, 201);
+    return res.body.integration;
+  }
+
+  function slackBody(prefix: string, events?: string[] | null) {
+    return {
+      kind: "slack",
+      config: { webhookUrl: `${receiver.url}${prefix}/services/T000/B000/slackSecret${tagCounter}Zq9x` },
+      ...(events === undefined ? {} : { events }),
+    };
+  }
+
+  async function invite(orgSlug: string): Promise<string> {
+    const email = uniqueEmail("invitee");
+    const res = await call(app, "POST", `/org/${orgSlug}/invitations`, {
+      cookie: owner.cookie,
+      body: { email, role: "developer" },
+    });
+    expectStatus(res, 201);
+    return email;
+  }
+
+  async function waitForProject(orgSlug: string, projectSlug: string, status: string): Promise<any> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const res = await call(app, "GET", `/org/${orgSlug}/projects/${projectSlug}`, { cookie: owner.cookie });
+      expectStatus(res, 200);
+      if (res.body.project.status === status) return res.body.project;
+      if (Date.now() > deadline) throw new Error(`project ${projectSlug} is ${res.body.project.status}, not ${status}`);
+      await sleep(50);
+    }
+  }
+
+  /** Creates a project, waits for it to be active and pauses it: `project.paused` is emitted. */
+  async function createAndPauseProject(orgSlug: string, name: string): Promise<string> {
+    const created = await call(app, "POST", `/org/${orgSlug}/projects`, { cookie: owner.cookie, body: { name } });
+    expectStatus(created, 201);
+    const projectSlug: string = created.body.project.slug;
+    await waitForProject(orgSlug, projectSlug, "active");
+    const paused = await call(app, "POST", `/org/${orgSlug}/projects/${projectSlug}/pause`, { cookie: owner.cookie });
+    expectStatus(paused, 200);
+    expect(paused.body.project.status).toBe("paused");
+    return projectSlug;
+  }
+
+  function requestsUnder(prefix: string): ReceivedRequest[] {
+    return receiver.requests.filter((r) => r.path.startsWith(`${prefix}/`));
+  }
+
+  // ---- create, read, masking ----
+
+  it("creates each kind (201) and masks secret config values in every response and in the audit log", async () => {
+    const org = await freshOrg();
+    const slackUrl = `${receiver.url}${tag("slack")}/services/T0001/B0001/slackSecretValue1234AbCd`;
+    const discordUrl = `${receiver.url}${tag("discord")}/api/webhooks/987/discordSecretToken5678WxYz`;
+    const ddKey = "dd-api-key-0123456789abcdefQRST";
+    const ghToken = "ghp_testtoken0123456789ABCDEFgh12";
+    const ddApi = `${receiver.url}${tag("dd")}`;
+    const ghApi = `${receiver.url}${tag("gh")}`;
+    const secrets = [slackUrl, discordUrl, ddKey, ghToken];
+
+    const slack = await createOk(org.slug, { kind: "slack", config: { webhookUrl: slackUrl } });
+    const discord = await createOk(org.slug, {
+      kind: "discord",
+      config: { webhookUrl: discordUrl },
+      events: ["project.*"],
+    });
+    const datadog = await createOk(org.slug, {
+      kind: "datadog",
+      config: { apiKey: ddKey, site: "datadoghq.eu", apiUrl: ddApi },
+      events: ["project.failed", "member.invited"],
+    });
+    const github = await createOk(org.slug, {
+      kind: "github",
+      config: { repo: "acme/app", token: ghToken, apiUrl: ghApi },
+      events: ["*"],
+    });
+
+    expect(slack).toMatchObject({ kind: "slack", config: { webhookUrl: masked(slackUrl) }, events: null });
+    expect(discord).toMatchObject({
+      kind: "discord",
+      config: { webhookUrl: masked(discordUrl) },
+      events: ["project.*"],
+    });
+    expect(datadog).toMatchObject({
+      kind: "datadog",
+      config: { apiKey: masked(ddKey), site: "datadoghq.eu", apiUrl: ddApi },
+      events: ["project.failed", "member.invited"],
+    });
+    expect(github).toMatchObject({
+      kind: "github",
+      config: { repo: "acme/app", token: masked(ghToken), apiUrl: ghApi },
+      events: ["*"],
+    });
+    for (const integration of [slack, discord, datadog, github]) {
+      expect(integration.id).toEqual(expect.any(String));
+      expect(Number.isNaN(Date.parse(integration.createdAt))).toBe(false);
+      expect(Number.isNaN(Date.parse(integration.updatedAt))).toBe(false);
+    }
+    const ids = [slack.id, discord.id, datadog.id, github.id];
+    expect(new Set(ids).size).toBe(4);
+
+    const listed = await call(app, "GET", `/org/${org.slug}/integrations`, { cookie: owner.cookie });
+    expectStatus(listed, 200);
+    expect(listed.body.integrations.map((i: any) => i.id).sort()).toEqual([...ids].sort());
+    expect(listed.body.integrations.find((i: any) => i.id === datadog.id)).toEqual(datadog);
+
+    const bodies = [JSON.stringify(listed.body)];
+    for (const integration of [slack, discord, datadog, github]) {
+      const one = await call(app, "GET", `/org/${org.slug}/integrations/${integration.id}`, { cookie: owner.cookie });
+      expectStatus(one, 200);
+      expect(one.body.integration).toEqual(integration);
+      bodies.push(JSON.stringify(one.body));
+    }
+    const patched = await call(app, "PATCH", `/org/${org.slug}/integrations/${datadog.id}`, {
+      cookie: owner.cookie,
+      body: { events: ["project.*"] },
+    });
+    expectStatus(patched, 200);
+    expect(patched.body.integration.config.apiKey).toBe(masked(ddKey));
+    bodies.push(JSON.stringify(patched.body));
+    const tested = await call(app, "POST", `/org/${org.slug}/integrations/${github.id}/test`, { cookie: owner.cookie });
+    expectStatus(tested, 200);
+    bodies.push(JSON.stringify(tested.body));
+
+    const audit = await call(app, "GET", `/org/${org.slug}/audit?limit=500`, { cookie: owner.cookie });
+    expectStatus(audit, 200);
+    const actions = audit.body.events.map((e: any) => e.action);
+    expect(actions.filter((a: string) => a === "integration.created")).toHaveLength(4);
+    expect(actions).toContain("integration.updated");
+    bodies.push(JSON.stringify(audit.body));
+
+    for (const body of bodies) {
+      for (const secret of secrets) expect(body).not.toContain(secret);
+      // Not even the part before the last four characters.
+      for (const secret of secrets) expect(body).not.toContain(secret.slice(0, -4));
+    }
+  });
+
+  it("answers 404 for an unknown integration id", async () => {
+    const missing = "int_does_not_exist";
+    for (const [method, suffix] of [
+      ["GET", ""],
+      ["PATCH", ""],
+      ["DELETE", ""],
+      ["POST", "/test"],
+    ] as const) {
+      const res = await call(app, method, `/org/${slug}/integrations/${missing}${suffix}`, {
+        cookie: owner.cookie,
+        ...(method === "PATCH" ? { body: { events: ["*"] } } : {}),
+      });
+      expectError(res, 404, "NOT_FOUND");
+    }
+  });
+
+  // ---- validation ----
+
+  it("validates config per kind (422 naming config.<field>), the kind and the events", async () => {
+    const org = await freshOrg();
+    const cases: [unknown, string][] = [
+      [{ kind: "slack", config: {} }, "config.webhookUrl"],
+      [{ kind: "slack" }, "config.webhookUrl"],
+      [{ kind: "slack", config: { webhookUrl: "ftp://example.com/hook" } }, "config.webhookUrl"],
+      [{ kind: "discord", config: {} }, "config.webhookUrl"],
+      [{ kind: "discord", config: { webhookUrl: "ftp://example.com/hook" } }, "config.webhookUrl"],
+      [{ kind: "discord", config: { webhookUrl: "not a url" } }, "config.webhookUrl"],
+      [{ kind: "discord", config: { webhookUrl: 42 } }, "config.webhookUrl"],
+      [{ kind: "github", config: { repo: "bad", token: "ghp_x1234" } }, "config.repo"],
+      [{ kind: "github", config: { token: "ghp_x1234" } }, "config.repo"],
+      [{ kind: "github", config: { repo: "acme/app" } }, "config.token"],
+      [{ kind: "github", config: { repo: "acme/app", token: "" } }, "config.token"],
+      [{ kind: "github", config: { repo: "acme/app", token: "t0k3n", apiUrl: "ftp://x.test" } }, "config.apiUrl"],
+      [{ kind: "datadog", config: {} }, "config.apiKey"],
+      [{ kind: "datadog", config: { site: "datadoghq.com" } }, "config.apiKey"],
+      [{ kind: "datadog", config: { apiKey: "" } }, "config.apiKey"],
+      [{ kind: "datadog", config: { apiKey: "k1234", site: "Not A Site!" } }, "config.site"],
+      [{ kind: "datadog", config: { apiKey: "k1234", apiUrl: "gopher://x.test" } }, "config.apiUrl"],
+      [{ kind: "pagerduty", config: { webhookUrl: `${receiver.url}/x` } }, "kind"],
+      [{ config: { webhookUrl: `${receiver.url}/x` } }, "kind"],
+      [{ kind: "slack", config: { webhookUrl: `${receiver.url}/x` }, events: "project.*" }, "events"],
+      [{ kind: "slack", config: { webhookUrl: `${receiver.url}/x` }, events: [""] }, "events.0"],
+      [{ kind: "slack", config: "https://hooks.slack.test/x" }, "config"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await create(org.slug, body);
+      expectFieldError(res, field);
+    }
+    // Nothing was created by any of them.
+    const listed = await call(app, "GET", `/org/${org.slug}/integrations`, { cookie: owner.cookie });
+    expectStatus(listed, 200);
+    expect(listed.body.integrations).toEqual([]);
+
+    // PATCH validates the new config against the integration's kind, and leaves it unchanged on failure.
+    const github = await createOk(org.slug, {
+      kind: "github",
+      config: { repo: "acme/app", token: "ghp_original9999", apiUrl: `${receiver.url}${tag("gh")}` },
+    });
+    const badRepo = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
+      cookie: owner.cookie,
+      body: { config: { repo: "bad", token: "ghp_new00000" } },
+    });
+    expectFieldError(badRepo, "config.repo");
+    const noToken = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
+      cookie: owner.cookie,
+      body: { config: { repo: "acme/other" } },
+    });
+    expectFieldError(noToken, "config.token");
+    const badEvents = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
+      cookie: owner.cookie,
+      body: { events: [""] },
+    });
+    expectFieldError(badEvents, "events.0");
+    const after = await call(app, "GET", `/org/${org.slug}/integrations/${github.id}`, { cookie: owner.cookie });
+    expectStatus(after, 200);
+    expect(after.body.integration).toEqual(github);
+  });
+
+  it("refuses private config URLs when private webhook targets are not allowed", async () => {
+    const strict = await startApp({ AUTH_RATE_LIMIT_PER_MINUTE: "10000" });
+    try {
+      const user = await signUp(strict);
+      const org = await createOrg(strict, user, "Strict Org");
+      const cases: [unknown, string][] = [
+        [{ kind: "slack", config: { webhookUrl: "http://127.0.0.1:9/hook" } }, "config.webhookUrl"],
+        [{ kind: "discord", config: { webhookUrl: "http://[::1]/hook" } }, "config.webhookUrl"],
+        [{ kind: "datadog", config: { apiKey: "k1234", apiUrl: "http://10.1.2.3" } }, "config.apiUrl"],
+        [
+          { kind: "github", config: { repo: "a/b", token: "t1234", apiUrl: "http://169.254.169.254" } },
+          "config.apiUrl",
+        ],
+      ];
+      for (const [body, field] of cases) {
+        const res = await call(strict, "POST", `/org/${org.slug}/integrations`, { cookie: user.cookie, body });
+        expectFieldError(res, field);
+      }
+      const listed = await call(strict, "GET", `/org/${org.slug}/integrations`, { cookie: user.cookie });
+      expect(listed.body.integrations).toEqual([]);
+    } finally {
+      await strict.close();
+    }
+  });
+
+  // ---- provider payloads ----
+
+  it("the test send delivers a provider-shaped request to each provider, with its credentials", async () => {
+    const org = await freshOrg();
+    const slackPrefix = tag("slack");
+    const discordPrefix = tag("discord");
+    const ddPrefix = tag("dd");
+    const ghPrefix = tag("gh");
+    const ddKey = "dd-key-test-send-0001";
+    const ghToken = "ghp_testSendToken0002";
+    const slack = await createOk(org.slug, {
+      kind: "slack",
+      config: { webhookUrl: `${receiver.url}${slackPrefix}/services/T1/B1/sEcReT01` },
+    });
+    const discord = await createOk(org.slug, {
+      kind: "discord",
+      config: { webhookUrl: `${receiver.url}${discordPrefix}/api/webhooks/1/tOkEn02` },
+    });
+    const datadog = await createOk(org.slug, {
+      kind: "datadog",
+      config: { apiKey: ddKey, site: "datadoghq.eu", apiUrl: `${receiver.url}${ddPrefix}` },
+    });
+    const github = await createOk(org.slug, {
+      kind: "github",
+      config: { repo: "acme/app", token: ghToken, apiUrl: `${receiver.url}${ghPrefix}/` },
+    });
+
+    const sent: Record<string, any> = {};
+    for (const integration of [slack, discord, datadog, github]) {
+      const res = await call(app, "POST", `/org/${org.slug}/integrations/${integration.id}/test`, {
+        cookie: owner.cookie,
+      });
+      expectStatus(res, 200);
+      expect(res.body.delivery).toMatchObject({
+        event: "webhook.test",
+        status: "succeeded",
+        attemptCount: 1,
+        lastStatusCode: 200,
+        lastError: null,
+      });
+      expect(res.body.delivery.attempts).toHaveLength(1);
+      expect(res.body.delivery.attempts[0]).toMatchObject({ attempt: 1, statusCode: 200, error: null });
+      sent[integration.kind] = res.body.delivery;
+    }
+    // The attempt was synchronous: every request is already here.
+    const slackReq = requestsUnder(slackPrefix);
+    const discordReq = requestsUnder(discordPrefix);
+    const ddReq = requestsUnder(ddPrefix);
+    const ghReq = requestsUnder(ghPrefix);
+    for (const list of [slackReq, discordReq, ddReq, ghReq]) expect(list).toHaveLength(1);
+
+    const s = slackReq[0] as ReceivedRequest;
+    expect(s.method).toBe("POST");
+    expect(s.path).toBe(`${slackPrefix}/services/T1/B1/sEcReT01`);
+    expect(s.headers["content-type"]).toMatch(/^application\/json/);
+    expect(s.headers.authorization).toBeUndefined();
+    expect(s.headers["dd-api-key"]).toBeUndefined();
+    expect(json(s).text).toEqual(expect.any(String));
+    expect(json(s).text).toContain("webhook.test");
+    expect(json(s).text).toContain(org.name);
+    expect(slackKind(s)).toBe("webhook.test");
+
+    const d = discordReq[0] as ReceivedRequest;
+    expect(d.method).toBe("POST");
+    expect(d.path).toBe(`${discordPrefix}/api/webhooks/1/tOkEn02`);
+    expect(d.headers["content-type"]).toMatch(/^application\/json/);
+    expect(d.headers.authorization).toBeUndefined();
+    expect(json(d).content).toEqual(expect.any(String));
+    expect(json(d).content).toContain("webhook.test");
+    expect(json(d).content).toContain(org.name);
+
+    const dd = ddReq[0] as ReceivedRequest;
+    expect(dd.method).toBe("POST");
+    expect(dd.path).toBe(`${ddPrefix}/api/v1/events`);
+    expect(dd.headers["content-type"]).toMatch(/^application\/json/);
+    expect(dd.headers["dd-api-key"]).toBe(ddKey);
+    expect(dd.headers.authorization).toBeUndefined();
+    const ddBody = json(dd);
+    expect(ddBody.title).toEqual(expect.any(String));
+    expect(ddBody.title).toContain("webhook.test");
+    expect(ddBody.text).toEqual(expect.any(String));
+    expect(ddBody.tags).toContain("event:webhook.test");
+
+    const gh = ghReq[0] as ReceivedRequest;
+    expect(gh.method).toBe("POST");
+    expect(gh.path).toBe(`${ghPrefix}/repos/acme/app/dispatches`);
+    expect(gh.headers["content-type"]).toMatch(/^application\/json/);
+    expect(gh.headers.authorization).toBe(`Bearer ${ghToken}`);
+    expect(gh.headers["dd-api-key"]).toBeUndefined();
+    const ghBody = json(gh);
+    expect(ghBody.event_type).toBe("webhook.test");
+    expect(ghBody.client_payload).toMatchObject({ event: "webhook.test" });
+    expect(ghBody.client_payload.payload).toEqual(expect.any(Object));
+    expect(ghBody.client_payload.payload.integrationId).toBe(github.id);
+
+    // Credentials travel in headers only: never in a stored body the API shows.
+    for (const delivery of Object.values(sent)) {
+      expect(JSON.stringify(delivery)).not.toContain(ddKey);
+      expect(JSON.stringify(delivery)).not.toContain(ghToken);
+    }
+  });
+
+  it("the test send reports a receiver's failure after one attempt", async () => {
+    const org = await freshOrg();
+    const prefix = tag("failing");
+    receiver.statusByPrefix.set(prefix, 500);
+    const slack = await createOk(org.slug, { kind: "slack", config: { webhookUrl: `${receiver.url}${prefix}/hook` } });
+    const res = await call(app, "POST", `/org/${org.slug}/integrations/${slack.id}/test`, { cookie: owner.cookie });
+    expectStatus(res, 200);
+    expect(res.body.delivery.event).toBe("webhook.test");
+    expect(["failed", "dead"]).toContain(res.body.delivery.status);
+    expect(res.body.delivery).toMatchObject({ attemptCount: 1, lastStatusCode: 500 });
+    expect(res.body.delivery.attempts).toHaveLength(1);
+    expect(res.body.delivery.attempts[0]).toMatchObject({ attempt: 1, statusCode: 500 });
+    expect(requestsUnder(prefix)).toHaveLength(1);
+    // A test send is not retried in the background.
+    await sleep(SETTLE_MS);
+    expect(requestsUnder(prefix)).toHaveLength(1);
+  });
+
+  it("real events reach each provider in its own shape", async () => {
+    const org = await freshOrg();
+    const slackPrefix = tag("slack");
+    const discordPrefix = tag("discord");
+    const ddPrefix = tag("dd");
+    const ghPrefix = tag("gh");
+    const ddKey = "dd-key-real-events-0003";
+    const ghToken = "ghp_realEventsToken0004";
+    await createOk(org.slug, { kind: "slack", config: { webhookUrl: `${receiver.url}${slackPrefix}/hook` } });
+    await createOk(org.slug, { kind: "discord", config: { webhookUrl: `${receiver.url}${discordPrefix}/hook` } });
+    await createOk(org.slug, {
+      kind: "datadog",
+      config: { apiKey: ddKey, site: "datadoghq.com", apiUrl: `${receiver.url}${ddPrefix}` },
+    });
+    await createOk(org.slug, {
+      kind: "github",
+      config: { repo: "acme/app", token: ghToken, apiUrl: `${receiver.url}${ghPrefix}` },
+    });
+
+    const projectSlug = await createAndPauseProject(org.slug, "Event Shapes");
+
+    const s = await receiver.waitFor(
+      "slack project.paused",
+      (r) => r.path === `${slackPrefix}/hook` && slackKind(r) === "project.paused",
+    );
+    expect(s.method).toBe("POST");
+    expect(s.headers["content-type"]).toMatch(/^application\/json/);
+    expect(json(s).text).toContain(org.name);
+    expect(json(s).text).toContain(projectSlug);
+
+    const d = await receiver.waitFor(
+      "discord project.paused",
+      (r) => r.path === `${discordPrefix}/hook` && String(json(r).content).includes("project.paused"),
+    );
+    expect(d.method).toBe("POST");
+    expect(json(d).content).toContain(projectSlug);
+
+    const dd = await receiver.waitFor(
+      "datadog project.paused",
+      (r) => r.path === `${ddPrefix}/api/v1/events` && (json(r).tags ?? []).includes("event:project.paused"),
+    );
+    expect(dd.method).toBe("POST");
+    expect(dd.headers["dd-api-key"]).toBe(ddKey);
+    expect(json(dd).title).toEqual(expect.any(String));
+    expect(json(dd).title).toContain("project.paused");
+    expect(json(dd).text).toContain(projectSlug);
+
+    const gh = await receiver.waitFor(
+      "github project.paused",
+      (r) => r.path === `${ghPrefix}/repos/acme/app/dispatches` && json(r).event_type === "project.paused",
+    );
+    expect(gh.method).toBe("POST");
+    expect(gh.headers.authorization).toBe(`Bearer ${ghToken}`);
+    expect(json(gh).client_payload).toMatchObject({
+      event: "project.paused",
+      payload: { projectSlug },
+    });
+
+    // The provisioning that came first was delivered too (events null = all).
+    expect(
+      requestsUnder(ghPrefix).some((r) => json(r).event_type === "project.provisioned"),
+      "github got project.provisioned",
+    ).toBe(true);
+  });
+
+  // ---- events filtering ----
+
+  it("delivers only the events an integration's patterns match; null, empty and * mean all", async () => {
+    const org = await freshOrg();
+    const prefixes = {
+      project: tag("project-only"),
+      invited: tag("invited-only"),
+      nullEvents: tag("null-events"),
+      emptyEvents: tag("empty-events"),
+      star: tag("star"),
+    };
+    const created = {
+      project: await createOk(org.slug, slackBody(prefixes.project, ["project.*"])),
+      invited: await createOk(org.slug, slackBody(prefixes.invited, ["member.invited"])),
+      nullEvents: await createOk(org.slug, slackBody(prefixes.nullEvents, null)),
+      emptyEvents: await createOk(org.slug, slackBody(prefixes.emptyEvents, [])),
+      star: await createOk(org.slug, slackBody(prefixes.star, ["*"])),
+    };
+    expect(created.project.events).toEqual(["project.*"]);
+    expect(created.invited.events).toEqual(["member.invited"]);
+    expect(created.nullEvents.events).toBeNull();
+    // Empty means all events, whether it reads back as null or [].
+    expect(created.emptyEvents.events === null || created.emptyEvents.events.length === 0).toBe(true);
+
+    await invite(org.slug);
+    await createAndPauseProject(org.slug, "Filter Project");
+
+    const kindsAt = (prefix: string) => requestsUnder(prefix).map(slackKind);
+    for (const prefix of [prefixes.project, prefixes.nullEvents, prefixes.emptyEvents, prefixes.star]) {
+      await receiver.waitFor(
+        `project.paused at ${prefix}`,
+        (r) => r.path.startsWith(`${prefix}/`) && slackKind(r) === "project.paused",
+      );
+    }
+    for (const prefix of [prefixes.invited, prefixes.nullEvents, prefixes.emptyEvents, prefixes.star]) {
+      await receiver.waitFor(
+        `member.invited at ${prefix}`,
+        (r) => r.path.startsWith(`${prefix}/`) && slackKind(r) === "member.invited",
+      );
+    }
+    await sleep(SETTLE_MS);
+
+    expect(kindsAt(prefixes.project).sort()).toEqual(["project.paused", "project.provisioned"]);
+    expect(kindsAt(prefixes.invited)).toEqual(["member.invited"]);
+    for (const prefix of [prefixes.nullEvents, prefixes.emptyEvents, prefixes.star]) {
+      expect(kindsAt(prefix).sort()).toEqual(["member.invited", "project.paused", "project.provisioned"]);
+    }
+  });
+
+  // ---- update and delete ----
+
+  it("PATCH replaces config and events, and later events follow the new settings", async () => {
+    const org = await freshOrg();
+    const first = tag("patch-first");
+    const second = tag("patch-second");
+    const integration = await createOk(org.slug, {
+      kind: "slack",
+      config: { webhookUrl: `${receiver.url}${first}/hook/oldSecretAAAA` },
+      events: ["project.*"],
+    });
+
+    const eventsOnly = await call(app, "PATCH", `/org/${org.slug}/integrations/${integration.id}`, {
+      cookie: owner.cookie,
+      body: { events: ["member.invited"] },
+    });
+    expectStatus(eventsOnly, 200);
+    expect(eventsOnly.body.integration).toMatchObject({
+      id: integration.id,
+      kind: "slack",
+      events: ["member.invited"],
+      config: { webhookUrl: "••••AAAA" },
+    });
+
+    const newUrl = `${receiver.url}${second}/hook/newSecretBBBB`;
+    const configOnly = await call(app, "PATCH", `/org/${org.slug}/integrations/${integration.id}`, {
+      cookie: owner.cookie,
+      body: { config: { webhookUrl: newUrl } },
+    });
+    expectStatus(configOnly, 200);
+    expect(configOnly.body.integration).toMatchObject({
+      events: ["member.invited"],
+      config: { webhookUrl: "••••BBBB" },
+    });
+    expect(JSON.stringify(configOnly.body)).not.toContain(newUrl);
+    const got = await call(app, "GET", `/org/${org.slug}/integrations/${integration.id}`, { cookie: owner.cookie });
+    expect(got.body.integration).toEqual(configOnly.body.integration);
+
+    await invite(org.slug);
+    await receiver.waitFor("member.invited at the new URL", (r) => r.path === `${second}/hook/newSecretBBBB`);
+    await sleep(SETTLE_MS);
+    expect(requestsUnder(first)).toEqual([]);
+    expect(requestsUnder(second).map(slackKind)).toEqual(["member.invited"]);
+
+    // events: null goes back to every event.
+    const all = await call(app, "PATCH", `/org/${org.slug}/integrations/${integration.id}`, {
+      cookie: owner.cookie,
+      body: { events: null },
+    });
+    expectStatus(all, 200);
+    expect(all.body.integration.events).toBeNull();
+    await createAndPauseProject(org.slug, "Patched Project");
+    await receiver.waitFor(
+      "project.paused after events: null",
+      (r) => r.path.startsWith(`${second}/`) && slackKind(r) === "project.paused",
+    );
+
+    // A new Datadog key is what the next request carries.
+    const ddPrefix = tag("dd-patch");
+    const datadog = await createOk(org.slug, {
+      kind: "datadog",
+      config: { apiKey: "dd-old-key-1111", apiUrl: `${receiver.url}${ddPrefix}` },
+      events: ["billing.plan_change"],
+    });
+    const rekeyed = await call(app, "PATCH", `/org/${org.slug}/integrations/${datadog.id}`, {
+      cookie: owner.cookie,
+      body: { config: { apiKey: "dd-new-key-2222", apiUrl: `${receiver.url}${ddPrefix}` } },
+    });
+    expectStatus(rekeyed, 200);
+    expect(rekeyed.body.integration.config.apiKey).toBe("••••2222");
+    const tested = await call(app, "POST", `/org/${org.slug}/integrations/${datadog.id}/test`, {
+      cookie: owner.cookie,
+    });
+    expectStatus(tested, 200);
+    const ddRequests = requestsUnder(ddPrefix);
+    expect(ddRequests).toHaveLength(1);
+    expect(ddRequests[0]?.headers["dd-api-key"]).toBe("dd-new-key-2222");
+  });
+
+  it("DELETE answers 204, then the integration is gone (404) and receives nothing more", async () => {
+    const org = await freshOrg();
+    const doomed = tag("doomed");
+    const control = tag("control");
+    const victim = await createOk(org.slug, slackBody(doomed));
+    await createOk(org.slug, slackBody(control));
+
+    const removed = await call(app, "DELETE", `/org/${org.slug}/integrations/${victim.id}`, { cookie: owner.cookie });
+    expectStatus(removed, 204);
+    expect(removed.body).toBe("");
+
+    expectError(
+      await call(app, "GET", `/org/${org.slug}/integrations/${victim.id}`, { cookie: owner.cookie }),
+      404,
+      "NOT_FOUND",
+    );
+    expectError(
+      await call(app, "DELETE", `/org/${org.slug}/integrations/${victim.id}`, { cookie: owner.cookie }),
+      404,
+      "NOT_FOUND",
+    );
+    expectError(
+      await call(app, "PATCH", `/org/${org.slug}/integrations/${victim.id}`, {
+        cookie: owner.cookie,
+        body: { events: ["*"] },
+      }),
+      404,
+      "NOT_FOUND",
+    );
+    expectError(
+      await call(app, "POST", `/org/${org.slug}/integrations/${victim.id}/test`, { cookie: owner.cookie }),
+      404,
+      "NOT_FOUND",
+    );
+    const listed = await call(app, "GET", `/org/${org.slug}/integrations`, { cookie: owner.cookie });
+    expect(listed.body.integrations.map((i: any) => i.id)).not.toContain(victim.id);
+    expect(listed.body.integrations).toHaveLength(1);
+
+    await invite(org.slug);
+    await createAndPauseProject(org.slug, "After Delete");
+    await receiver.waitFor(
+      "project.paused at the control",
+      (r) => r.path.startsWith(`${control}/`) && slackKind(r) === "project.paused",
+    );
+    await receiver.waitFor(
+      "member.invited at the control",
+      (r) => r.path.startsWith(`${control}/`) && slackKind(r) === "member.invited",
+    );
+    await sleep(SETTLE_MS);
+    expect(requestsUnder(doomed)).toEqual([]);
+
+    const audit = await call(app, "GET", `/org/${org.slug}/audit?limit=500`, { cookie: owner.cookie });
+    expect(audit.body.events.some((e: any) => e.action === "integration.deleted" && e.target.id === victim.id)).toBe(
+      true,
+    );
+  });
+
+  /** Holds requests under `prefix` until the returned function is called. */
+  function hold(prefix: string): () => void {
+    let release = () => {};
+    receiver.holdByPrefix.set(
+      prefix,
+      new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+    );
+    return () => release();
+  }
+
+  it("a failing provider is retried by the delivery engine up to WEBHOOK_MAX_ATTEMPTS, then left alone", async () => {
+    const org = await freshOrg();
+    const prefix = tag("retried");
+    receiver.statusByPrefix.set(prefix, 503);
+    await createOk(org.slug, slackBody(prefix, ["member.invited"]));
+    await invite(org.slug);
+    const deadline = Date.now() + 5_000;
+    while (requestsUnder(prefix).length < 3 && Date.now() < deadline) await sleep(20);
+    await sleep(SETTLE_MS);
+    const attempts = requestsUnder(prefix);
+    // WEBHOOK_MAX_ATTEMPTS=3: the first attempt and two retries, the same message each time.
+    expect(attempts).toHaveLength(3);
+    expect(new Set(attempts.map((r) => r.body)).size).toBe(1);
+    expect(slackKind(attempts[0] as ReceivedRequest)).toBe("member.invited");
+  });
+
+  it("a retry queued before DELETE is not sent after it", async () => {
+    const org = await freshOrg();
+    const prefix = tag("deleted-mid-retry");
+    receiver.statusByPrefix.set(prefix, 500);
+    const release = hold(prefix);
+    const integration = await createOk(org.slug, slackBody(prefix, ["member.invited"]));
+    await invite(org.slug);
+    // The first attempt is in flight (held by the receiver); the integration goes away meanwhile.
+    await receiver.waitFor("the first attempt", (r) => r.path.startsWith(`${prefix}/`));
+    const removed = await call(app, "DELETE", `/org/${org.slug}/integrations/${integration.id}`, {
+      cookie: owner.cookie,
+    });
+    expectStatus(removed, 204);
+    release();
+    // WEBHOOK_MAX_ATTEMPTS=3 with a 20 ms base would have retried twice within this time.
+    await sleep(SETTLE_MS * 2);
+    expect(requestsUnder(prefix)).toHaveLength(1);
+  });
+
+  it("a retry after a PATCH never sends the new credentials to the old address", async () => {
+    const org = await freshOrg();
+    const oldPrefix = tag("dd-old-address");
+    const newPrefix = tag("dd-new-address");
+    const oldKey = "dd-old-key-AAAA";
+    const newKey = "dd-new-key-BBBB";
+    receiver.statusByPrefix.set(oldPrefix, 500);
+    const release = hold(oldPrefix);
+    const datadog = await createOk(org.slug, {
+      kind: "datadog",
+      config: { apiKey: oldKey, apiUrl: `${receiver.url}${oldPrefix}` },
+      events: ["member.invited"],
+    });
+    await invite(org.slug);
+    await receiver.waitFor("the first attempt at the old address", (r) => r.path.startsWith(`${oldPrefix}/`));
+    const patched = await call(app, "PATCH", `/org/${org.slug}/integrations/${datadog.id}`, {
+      cookie: owner.cookie,
+      body: { config: { apiKey: newKey, apiUrl: `${receiver.url}${newPrefix}` } },
+    });
+    expectStatus(patched, 200);
+    release();
+    // The first attempt fails (500); WEBHOOK_MAX_ATTEMPTS=3 leaves two retries, 20 and 40 ms later.
+    const deadline = Date.now() + 5_000;
+    while (requestsUnder(oldPrefix).length + requestsUnder(newPrefix).length < 3 && Date.now() < deadline) {
+      await sleep(20);
+    }
+    await sleep(SETTLE_MS);
+    const all = [...requestsUnder(oldPrefix), ...requestsUnder(newPrefix)];
+    expect(all.length).toBeGreaterThanOrEqual(2);
+    // Each request pairs an address with the key configured for that address: old with old, new with new.
+    expect(
+      requestsUnder(oldPrefix).map((r) => r.headers["dd-api-key"]),
+      "requests to the old address",
+    ).toEqual(requestsUnder(oldPrefix).map(() => oldKey));
+    expect(
+      requestsUnder(newPrefix).map((r) => r.headers["dd-api-key"]),
+      "requests to the new address",
+    ).toEqual(requestsUnder(newPrefix).map(() => newKey));
+  });
+
+  // ---- permissions and isolation ----
+
+  it("role and key-scope matrix: admins, owners and full keys manage; everyone in the org reads; no credentials 401", async () => {
+    const prefix = tag("matrix");
+    const fixture = await createOk(slug, slackBody(prefix));
+    for (const who of EVERYONE) {
+      const creds = as(who);
+      const expectedRead = who === "none" ? 401 : 200;
+      const list = await call(app, "GET", `/org/${slug}/integrations`, creds);
+      expectStatus(list, expectedRead);
+      if (expectedRead === 200) expect(list.body.integrations.map((i: any) => i.id)).toContain(fixture.id);
+      const one = await call(app, "GET", `/org/${slug}/integrations/${fixture.id}`, creds);
+      expectStatus(one, expectedRead);
+      if (expectedRead === 200) expect(one.body.integration).toEqual(fixture);
+
+      const created = await create(slug, slackBody(`${prefix}-${who}`), creds);
+      if (who === "none") {
+        expectError(created, 401, "UNAUTHORIZED");
+      } else if (!MANAGERS.has(who)) {
+        expectError(created, 403, "FORBIDDEN");
+      } else {
+        expectStatus(created, 201);
+      }
+      // Writes on the fixture, or (for those allowed) on the integration just made.
+      const target = MANAGERS.has(who) ? created.body.integration.id : fixture.id;
+      const writes = [
+        await call(app, "PATCH", `/org/${slug}/integrations/${target}`, {
+          ...creds,
+          body: { events: ["alarm.fired"] },
+        }),
+        await call(app, "POST", `/org/${slug}/integrations/${target}/test`, creds),
+        await call(app, "DELETE", `/org/${slug}/integrations/${target}`, creds),
+      ];
+      if (who === "none") {
+        for (const res of writes) expectError(res, 401, "UNAUTHORIZED");
+      } else if (!MANAGERS.has(who)) {
+        for (const res of writes) expectError(res, 403, "FORBIDDEN");
+      } else {
+        expectStatus(writes[0] as CallResult, 200);
+        expect((writes[0] as CallResult).body.integration.events).toEqual(["alarm.fired"]);
+        expectStatus(writes[1] as CallResult, 200);
+        expect((writes[1] as CallResult).body.delivery.status).toBe("succeeded");
+        expectStatus(writes[2] as CallResult, 204);
+      }
+    }
+    // The refused writes changed nothing and sent nothing.
+    const after = await call(app, "GET", `/org/${slug}/integrations`, { cookie: owner.cookie });
+    expect(after.body.integrations.map((i: any) => i.id)).toEqual([fixture.id]);
+    expect(after.body.integrations[0]).toEqual(fixture);
+    expect(receiver.requests.filter((r) => r.path.startsWith(`${prefix}/`))).toEqual([]);
+    // Only the three managers' test sends went out.
+    for (const who of EVERYONE) {
+      expect(requestsUnder(`${prefix}-${who}`)).toHaveLength(MANAGERS.has(who) ? 1 : 0);
+    }
+  });
+
+  it("isolates orgs: another org's integrations are 404 whoever asks", async () => {
+    const mine = await freshOrg();
+    const prefix = tag("isolated");
+    const integration = await createOk(mine.slug, slackBody(prefix));
+
+    const stranger = await signUp(app, uniqueEmail("stranger"));
+    const theirs = await createOrg(app, stranger, "Stranger Org");
+    const strangerKey = await createApiKey(app, stranger, theirs.slug, "full");
+    const ownerKey = await createApiKey(app, owner, mine.slug, "full");
+
+    for (const creds of [{ cookie: stranger.cookie }, { token: strangerKey.token }]) {
+      // Through the owner's org slug: not a member, so the org itself is 404.
+      expectError(await call(app, "GET", `/org/${mine.slug}/integrations`, creds), 404, "NOT_FOUND");
+      expectError(await call(app, "GET", `/org/${mine.slug}/integrations/${integration.id}`, creds), 404, "NOT_FOUND");
+      expectError(await create(mine.slug, slackBody(prefix), creds), 404, "NOT_FOUND");
+      // Through their own org: the id is not one of theirs.
+      expectError(
+        await call(app, "GET", `/org/${theirs.slug}/integrations/${integration.id}`, creds),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await call(app, "PATCH", `/org/${theirs.slug}/integrations/${integration.id}`, {
+          ...creds,
+          body: { events: ["*"] },
+        }),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await call(app, "POST", `/org/${theirs.slug}/integrations/${integration.id}/test`, creds),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await call(app, "DELETE", `/org/${theirs.slug}/integrations/${integration.id}`, creds),
+        404,
+        "NOT_FOUND",
+      );
+      const theirList = await call(app, "GET", `/org/${theirs.slug}/integrations`, creds);
+      expectStatus(theirList, 200);
+      expect(theirList.body.integrations).toEqual([]);
+    }
+    // The owner's key for one org does not reach another org the owner belongs to.
+    expectError(await call(app, "GET", `/org/${slug}/integrations`, { token: ownerKey.token }), 404, "NOT_FOUND");
+
+    const still = await call(app, "GET", `/org/${mine.slug}/integrations/${integration.id}`, { cookie: owner.cookie });
+    expectStatus(still, 200);
+    expect(still.body.integration).toEqual(integration);
+    expect(requestsUnder(prefix)).toEqual([]);
+  });
+});
