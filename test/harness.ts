@@ -6,6 +6,7 @@ import pg from "pg";
 import { SMTPServer } from "smtp-server";
 import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
+import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import { createLogger } from "../src/logger.ts";
 import { type RunningServer, startServer } from "../src/server.ts";
 
@@ -61,6 +62,11 @@ export async function startApp(
       if (POSTGRES_URL && schema) {
         const client = new pg.Client({ connectionString: POSTGRES_URL });
         await client.connect();
+        // Project workspaces live in schemas of their own (ws_<project id>) beside the app's.
+        const projects = await client
+          .query<{ id: string }>(`select id from ${schema}.projects`)
+          .catch(() => ({ rows: [] as { id: string }[] }));
+        for (const { id } of projects.rows) await client.query(`drop schema if exists ${workspaceSchema(id)} cascade`);
         await client.query(`drop schema if exists ${schema} cascade`);
         await client.end();
       }

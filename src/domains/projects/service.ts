@@ -419,7 +419,8 @@ type Upgrade = z.infer<typeof UpgradeResult>;
 /**
  * Migrates the workspace forward to `version` (the latest by default) in one transaction.
  * Always answers with the outcome: `upgraded`, `skipped` (already there or newer) or `failed`
- * (the workspace is left exactly as it was).
+ * (the workspace is left exactly as it was). The project row stays locked throughout, so
+ * simultaneous upgrades run one after another and the later ones find the work done.
  */
 export async function upgradeProject({
   ctx,
@@ -431,36 +432,40 @@ export async function upgradeProject({
   version: string | undefined;
 }): Promise<Upgrade> {
   authorize(ctx, "projects:lifecycle");
-  const project = await findProject(ctx, projectSlug);
-  const template = findTemplate(project.template);
-  const to = version ?? latestVersion(project.template);
+  const { deps } = ctx;
+  const found = await findProject(ctx, projectSlug);
+  const template = findTemplate(found.template);
+  const to = version ?? latestVersion(found.template);
   if (!template || !to || !template.versions.some((v) => v.version === to)) {
     throw new ValidationError([
-      { path: "version", message: `unknown version of template '${project.template}'; see GET /api/templates` },
+      { path: "version", message: `unknown version of template '${found.template}'; see GET /api/templates` },
     ]);
   }
-  if (project.status !== "active") throw new ConflictError(`cannot upgrade a project that is ${project.status}`);
-  const from = project.template_version;
-  const { deps } = ctx;
+  return deps.db.transaction().execute(async (trx) => {
+    let locked = trx.selectFrom("projects").selectAll().where("id", "=", found.id).where("deleted_at", "is", null);
+    if (deps.dialect === "postgres") locked = locked.forUpdate();
+    const project = await locked.executeTakeFirst();
+    if (!project) throw new NotFoundError("project not found");
+    if (project.status !== "active") throw new ConflictError(`cannot upgrade a project that is ${project.status}`);
+    const from = project.template_version;
 
-  let result: Upgrade;
-  if (compareVersions(to, from) <= 0) {
-    result = {
-      status: "skipped",
-      from,
-      to,
-      reason: to === from ? `already at ${from}` : `${to} is older than the current ${from}`,
-    };
-  } else {
-    try {
-      await migrateWorkspace(deps, project.id, project.template, to);
-      result = { status: "upgraded", from, to };
-    } catch (error) {
-      result = { status: "failed", from, to, error: error instanceof Error ? error.message : String(error) };
+    let result: Upgrade;
+    if (compareVersions(to, from) <= 0) {
+      result = {
+        status: "skipped",
+        from,
+        to,
+        reason: to === from ? `already at ${from}` : `${to} is older than the current ${from}`,
+      };
+    } else {
+      try {
+        await migrateWorkspace(deps, project.id, project.template, to);
+        result = { status: "upgraded", from, to };
+      } catch (error) {
+        result = { status: "failed", from, to, error: error instanceof Error ? error.message : String(error) };
+      }
     }
-  }
 
-  await deps.db.transaction().execute(async (trx) => {
     if (result.status === "upgraded") {
       await trx
         .updateTable("projects")
@@ -477,12 +482,12 @@ export async function upgradeProject({
     });
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
-      action: result.status === "failed" ? "project.upgrade_failed" : `project.upgrade_${result.status}`,
+      action: result.status === "upgraded" ? "project.upgraded" : `project.upgrade_${result.status}`,
       target: { type: "project", id: project.id },
       data: { from, to, ...(result.error ? { error: result.error } : {}) },
     });
+    return result;
   });
-  return result;
 }
 
 export async function listDeploys({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
