@@ -44,16 +44,8 @@ async function withAttempts(db: Db, deliveries: Selectable<WebhookDeliveriesTabl
     )
     .orderBy("attempt")
     .execute();
-  return deliveries.map((delivery) => ({
-    id: delivery.id,
-    event: delivery.event,
-    status: delivery.status as DeliveryView["status"],
-    attemptCount: delivery.attempts,
-    lastStatusCode: delivery.last_status_code,
-    lastError: delivery.last_error,
-    createdAt: delivery.created_at,
-    updatedAt: delivery.updated_at,
-    attempts: attempts
+  return deliveries.map((delivery) => {
+    const own = attempts
       .filter((attempt) => attempt.delivery_id === delivery.id)
       .map((attempt) => ({
         attempt: attempt.attempt,
@@ -62,6 +54,18 @@ async function withAttempts(db: Db, deliveries: Selectable<WebhookDeliveriesTabl
         error: attempt.error,
         responseBody: attempt.response_body,
         createdAt: attempt.created_at,
-      })),
-  }));
+      }));
+    return {
+      id: delivery.id,
+      event: delivery.event,
+      status: delivery.status as DeliveryView["status"],
+      // Counted from the attempts read, so the two agree even if one lands between the reads.
+      attemptCount: own.length,
+      lastStatusCode: delivery.last_status_code,
+      lastError: delivery.last_error,
+      createdAt: delivery.created_at,
+      updatedAt: delivery.updated_at,
+      attempts: own,
+    };
+  });
 }
