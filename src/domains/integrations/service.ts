@@ -9,9 +9,7 @@ import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize } from "../orgs/access.ts";
-import { deliveryView } from "../webhooks/deliveries.ts";
-import { attemptDelivery } from "../webhooks/delivery.ts";
-import { queueDeliveries } from "../webhooks/events.ts";
+import { sendTestDelivery } from "../webhooks/delivery.ts";
 import { orgEventPattern } from "../webhooks/schemas.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
@@ -215,18 +213,7 @@ export async function testIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) 
       org: { slug: ctx.org.slug, name: ctx.org.name },
     },
   );
-  const [deliveryId] = await ctx.deps.db
-    .transaction()
-    .execute((trx) =>
-      queueDeliveries(
-        trx,
-        ctx.deps,
-        ctx.org.id,
-        "webhook.test",
-        [{ targetType: "integration", targetId: id, ...request }],
-        { queue: false },
-      ),
-    );
-  await attemptDelivery(ctx.deps, deliveryId as string, { final: true, countsForBreaker: false });
-  return { delivery: await deliveryView(ctx.deps.db, deliveryId as string) };
+  return {
+    delivery: await sendTestDelivery(ctx.deps, ctx.org.id, { targetType: "integration", targetId: id, ...request }),
+  };
 }

@@ -8,6 +8,8 @@ import { fromJsonColumn } from "../../lib/json.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { type IntegrationKind, providerAuthHeaders, providerUrl } from "../integrations/providers.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
+import { deliveryView } from "./deliveries.ts";
+import { type DeliveryDraft, queueDeliveries } from "./events.ts";
 import { signatureHeaders } from "./signing.ts";
 
 /** Consecutive failed attempts after which a webhook is switched off (SPEC: circuit breaker). */
@@ -203,6 +205,24 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
     body: `${hook.url} was ${reason}. Fix the receiver, then resume it with PATCH {"active": true}.`,
     data: { webhookId: hook.id, projectId: hook.project_id },
   });
+}
+
+/**
+ * Records a test delivery (`webhook.test`) and makes its one attempt now: no queue, no retries,
+ * no effect on the breaker. Returns the delivery as listed.
+ */
+export async function sendTestDelivery(
+  deps: Deps,
+  orgId: string,
+  draft: DeliveryDraft,
+  options: { includeInactive?: boolean } = {},
+) {
+  const [deliveryId] = await deps.db
+    .transaction()
+    .execute((trx) => queueDeliveries(trx, deps, orgId, "webhook.test", [draft], { queue: false }));
+  const id = deliveryId as string;
+  await attemptDelivery(deps, id, { final: true, countsForBreaker: false, includeInactive: options.includeInactive });
+  return deliveryView(deps.db, id);
 }
 
 const RETENTION_BATCH = 1_000;

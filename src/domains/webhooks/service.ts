@@ -11,9 +11,8 @@ import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { authorize, orgNotFound, resolveOrgAccess } from "../orgs/access.ts";
-import { deliveryView, listDeliveries } from "./deliveries.ts";
-import { attemptDelivery } from "./delivery.ts";
-import { queueDeliveries } from "./events.ts";
+import { listDeliveries } from "./deliveries.ts";
+import { sendTestDelivery } from "./delivery.ts";
 import type { DeliveriesQuery, UpdateWebhookInput, WebhookInput, WebhookSchema } from "./schemas.ts";
 
 type Webhook = z.infer<typeof WebhookSchema>;
@@ -204,24 +203,12 @@ export async function testWebhook({ ctx, id }: { ctx: Ctx; id: string }) {
     payload: { webhookId: hook.id, org: hook.org_slug, message: "This is a test delivery from Plinth." },
     timestamp,
   });
-  const [deliveryId] = await ctx.deps.db
-    .transaction()
-    .execute((trx) =>
-      queueDeliveries(
-        trx,
-        ctx.deps,
-        access.org.id,
-        "webhook.test",
-        [{ targetType: "webhook", targetId: hook.id, url: hook.url, body }],
-        { queue: false },
-      ),
-    );
-  await attemptDelivery(ctx.deps, deliveryId as string, {
-    final: true,
-    countsForBreaker: false,
-    includeInactive: true,
-  });
-  const delivery = await deliveryView(ctx.deps.db, deliveryId as string);
+  const delivery = await sendTestDelivery(
+    ctx.deps,
+    access.org.id,
+    { targetType: "webhook", targetId: hook.id, url: hook.url, body },
+    { includeInactive: true },
+  );
   if (!delivery) throw orgNotFound();
   return { delivery };
 }
