@@ -17,6 +17,8 @@ import { notificationRoutes } from "./domains/notifications/routes.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
 import { webhookRoutes } from "./domains/webhooks/routes.ts";
+import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
+import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
@@ -53,6 +55,17 @@ const openApiRoute = createRoute({
   responses: { 200: jsonContent(z.record(z.string(), z.unknown()), "The OpenAPI document"), ...errorResponses(429) },
 });
 
+const workspaceOpenApiRoute = createRoute({
+  method: "get",
+  path: "/workspace/openapi.json",
+  tags: ["Service"],
+  summary: "The OpenAPI 3.1 document of the workspace API ({workspaceUrl}/api)",
+  responses: {
+    200: jsonContent(z.record(z.string(), z.unknown()), "The workspace OpenAPI document"),
+    ...errorResponses(429),
+  },
+});
+
 const docsRoute = createRoute({
   method: "get",
   path: "/docs",
@@ -68,11 +81,13 @@ export interface AppParts {
   deps: Deps;
   auth: Auth;
   limiter: RateLimiter;
+  workspace: WorkspaceRuntime;
 }
 
-export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
+export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
+  const workspaceApi = workspaceRoutes(workspace);
 
   const isSecured = securedOperations(api);
   const limits = { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute };
@@ -139,6 +154,11 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
     });
     return c.json(document as Record<string, unknown>, 200);
   });
+  let workspaceDoc: unknown;
+  api.openapi(workspaceOpenApiRoute, (c) => {
+    workspaceDoc ??= workspaceDocument(workspaceApi, API_VERSION);
+    return c.json(workspaceDoc as Record<string, unknown>, 200);
+  });
   api.openapi(docsRoute, Scalar({ url: "/api/openapi.json", pageTitle: "Plinth API reference" }) as never);
 
   const app = createRouter();
@@ -152,8 +172,12 @@ export function createApp({ deps, auth, limiter }: AppParts): Hono<AppEnv> {
     },
   });
   // Reads carry no body; skipping them keeps the request from being materialised for nothing.
-  app.use("/api/*", (c, next) => (BODYLESS_METHODS.has(c.req.method) ? next() : limitBody(c, next)));
+  const limitWrites = (c: Context<AppEnv>, next: () => Promise<void>) =>
+    BODYLESS_METHODS.has(c.req.method) ? next() : limitBody(c, next);
+  app.use("/api/*", limitWrites);
+  app.use("/w/*", limitWrites);
   app.route("/api", api);
+  app.route("/w/:projectId/api", workspaceApi);
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));
   return app;

@@ -13,6 +13,8 @@ import type { Deps } from "./deps.ts";
 import { invitationJobs } from "./domains/members/service.ts";
 import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
 import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery.ts";
+import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
+import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
 import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
 import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
@@ -52,15 +54,24 @@ async function openDeps({ config, clock = systemClock, log = createLogger(config
   return { deps, database };
 }
 
+/** Open workspace databases kept per process (least recently used closed first). */
+const WORKSPACE_CACHE_SIZE = 256;
+
 /** The job handlers and recurring jobs of every domain. */
-function createWorker(deps: Deps): Worker {
+function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher): Worker {
   return new Worker(
     deps,
-    { ...maintenanceJobs(deps), ...invitationJobs(deps), ...projectJobs(deps), ...deliveryJobs(deps) },
+    {
+      ...maintenanceJobs(deps),
+      ...invitationJobs(deps),
+      ...projectJobs(deps),
+      ...deliveryJobs(deps),
+      ...dispatchJobs(dispatcher),
+    },
     {
       concurrency: deps.config.workers,
       pollMs: deps.config.workerPollMs,
-      recurring: [...maintenanceSchedule, ...projectSchedule, ...deliverySchedule],
+      recurring: [...maintenanceSchedule, ...projectSchedule, ...deliverySchedule, ...dispatchSchedule],
     },
   );
 }
@@ -93,9 +104,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   });
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
-  const worker = config.workers > 0 ? createWorker(deps) : undefined;
+  const databases = new WorkspaceDatabases(deps, WORKSPACE_CACHE_SIZE);
+  const dispatcher = new WorkspaceDispatcher(deps, databases);
+  const worker = config.workers > 0 ? createWorker(deps, dispatcher) : undefined;
   await worker?.start();
-  const app = createApp({ deps, auth, limiter });
+  // Events a crash left in workspace outboxes go out now rather than at the next daily sweep.
+  if (worker) void dispatcher.sweep(true).catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
+  const app = createApp({ deps, auth, limiter, workspace: { deps, auth, databases, dispatcher, limiter } });
 
   const inFlight = new InFlight();
   const server = await new Promise<HttpServer>((resolve) => {
@@ -114,7 +129,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         drainHttp(server, inFlight, config.shutdownTimeoutMs),
         worker?.stop(config.shutdownTimeoutMs),
       ]);
+      await dispatcher.settle();
       await limiter.stop();
+      await databases.closeAll();
       await closeDeps(deps, database);
     })();
     return closing;
@@ -132,7 +149,9 @@ export interface RunningWorker {
 /** Runs jobs only (`plinth worker`), with `config.workers` slots (at least one). */
 export async function startWorker(options: StartOptions): Promise<RunningWorker> {
   const { deps, database } = await openDeps(options);
-  const worker = createWorker({ ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } });
+  const workerDeps = { ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } };
+  const dispatcher = new WorkspaceDispatcher(workerDeps, new WorkspaceDatabases(workerDeps, WORKSPACE_CACHE_SIZE));
+  const worker = createWorker(workerDeps, dispatcher);
   await worker.start();
   deps.log.info({ worker: worker.id, dialect: deps.dialect }, "plinth worker running");
   let closing: Promise<void> | undefined;

@@ -42,7 +42,7 @@ describe("GET /api/openapi.json", () => {
 
   it("documents every route the app serves, and nothing it does not", () => {
     const served = app.server.app.routes
-      .filter((route) => route.method !== "ALL")
+      .filter((route) => route.method !== "ALL" && !route.path.startsWith("/w/"))
       .map((route) => `${route.method.toLowerCase()} ${toOpenApiPath(route.path)}`);
     const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
       Object.keys(item as object).map((method) => `${method} ${path}`),
@@ -106,6 +106,25 @@ describe("GET /api/openapi.json", () => {
     expect(schemas.ApiKeyInput.properties.mcpTools).toEqual(expect.objectContaining({ maxItems: 64 }));
     expect(schemas.ApiKeyInput.properties.mcpTools.items).toEqual(expect.objectContaining({ maxLength: 80 }));
     expect(schemas.InviteInput.properties.role.enum).toEqual(["admin", "developer", "viewer"]);
+  });
+});
+
+describe("GET /api/workspace/openapi.json", () => {
+  it("is a valid OpenAPI 3.1 document covering every workspace route", async () => {
+    const res = await call(app, "GET", "/workspace/openapi.json");
+    expect(res.status).toBe(200);
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(res.body));
+    expect(result.errors ?? []).toEqual([]);
+    expect(res.body.servers[0].url).toBe("/w/{projectId}/api");
+    const served = app.server.app.routes
+      .filter((route) => route.method !== "ALL" && route.path.startsWith("/w/:projectId/api"))
+      .map((route) => `${route.method.toLowerCase()} ${toOpenApiPath(route.path.replace("/w/:projectId/api", ""))}`);
+    const documented = Object.entries(res.body.paths).flatMap(([path, item]) =>
+      Object.keys(item as object).map((method) => `${method} ${path}`),
+    );
+    expect(served.length).toBeGreaterThan(10);
+    expect(new Set(documented)).toEqual(new Set(served));
   });
 });
 

@@ -3,6 +3,7 @@ import type { DatabaseHandle, Dialect } from "./database.ts";
 import { foundation } from "./migrations/0001-foundation.ts";
 import { jobs } from "./migrations/0002-jobs.ts";
 import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
+import { workspaceDispatch } from "./migrations/0004-workspace-dispatch.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -10,6 +11,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0001-foundation": foundation(dialect),
     "0002-jobs": jobs(),
     "0003-projects-webhooks": projectsAndWebhooks(),
+    "0004-workspace-dispatch": workspaceDispatch(),
   };
 }
 

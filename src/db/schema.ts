@@ -208,6 +208,13 @@ export interface WebhookAttemptsTable {
   latency_ms: number;
   error: string | null;
   response_body: string | null;
+  /** The headers exactly as sent, signatures included (no secrets: the secret never travels). */
+  request_headers: string | null;
+  created_at: string;
+}
+
+export interface WorkspaceOutboxHintsTable {
+  project_id: string;
   created_at: string;
 }
 
@@ -253,4 +260,5 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   integrations: IntegrationsTable;
   notifications: NotificationsTable;
+  workspace_outbox_hints: WorkspaceOutboxHintsTable;
 }

@@ -121,6 +121,6 @@ export function integrationRoutes(deps: Deps) {
     .openapi(routes.test, async (c) => {
       const { slug, id } = c.req.valid("param");
       const result = await testIntegration({ ctx: await orgCtx(c, deps, slug), id });
-      return c.json(result as { delivery: z.infer<typeof DeliverySchema> }, 200);
+      return c.json(result, 200);
     });
 }

@@ -23,13 +23,14 @@ export async function listDeliveries(
   return withAttempts(db, deliveries);
 }
 
-export async function deliveryView(db: Db, deliveryId: string): Promise<DeliveryView | undefined> {
+/** One delivery as listed; it must exist (the caller just wrote or found it). */
+export async function deliveryView(db: Db, deliveryId: string): Promise<DeliveryView> {
   const delivery = await db
     .selectFrom("webhook_deliveries")
     .selectAll()
     .where("id", "=", deliveryId)
-    .executeTakeFirst();
-  return delivery ? (await withAttempts(db, [delivery]))[0] : undefined;
+    .executeTakeFirstOrThrow();
+  return (await withAttempts(db, [delivery]))[0] as DeliveryView;
 }
 
 async function withAttempts(db: Db, deliveries: Selectable<WebhookDeliveriesTable>[]): Promise<DeliveryView[]> {

@@ -4,7 +4,7 @@ import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
-import { fromJsonColumn } from "../../lib/json.ts";
+import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { type IntegrationKind, providerAuthHeaders, providerUrl } from "../integrations/providers.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
@@ -96,7 +96,14 @@ export interface AttemptOutcome {
 export async function attemptDelivery(
   deps: Deps,
   deliveryId: string,
-  options: { final: boolean; countsForBreaker: boolean; includeInactive?: boolean; signal?: AbortSignal },
+  options: {
+    final: boolean;
+    countsForBreaker: boolean;
+    includeInactive?: boolean;
+    /** Re-send with exactly these headers (a replay of an earlier attempt), even if finished. */
+    replayHeaders?: Record<string, string>;
+    signal?: AbortSignal;
+  },
 ): Promise<AttemptOutcome | null> {
   const delivery = await deps.db
     .selectFrom("webhook_deliveries")
@@ -104,7 +111,7 @@ export async function attemptDelivery(
     .where("id", "=", deliveryId)
     .executeTakeFirst();
   if (!delivery) return null;
-  if (TERMINAL.has(delivery.status)) return { delivery, ok: delivery.status === "succeeded" };
+  if (TERMINAL.has(delivery.status) && !options.replayHeaders) return { delivery, ok: delivery.status === "succeeded" };
   const target = await resolveTarget(deps, delivery, options.includeInactive ?? false);
   if (!target) {
     const skipped = await deps.db
@@ -119,7 +126,7 @@ export async function attemptDelivery(
   const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
   // Reserved headers come last, and custom ones that name them are dropped, so a webhook's custom
   // headers can never replace Content-Type or an X-Service-* header.
-  const headers = {
+  const headers = options.replayHeaders ?? {
     ...withoutReservedHeaders(target.extraHeaders),
     ...fromJsonColumn<Record<string, string>>(delivery.headers, {}),
     ...(target.secret ? signatureHeaders(target.secret, delivery.body, timestamp) : {}),
@@ -141,6 +148,7 @@ export async function attemptDelivery(
         latency_ms: Math.round(response.latencyMs),
         error,
         response_body: response.body,
+        request_headers: toJsonColumn(headers),
         created_at: at,
       })
       .execute();
@@ -215,11 +223,14 @@ export async function sendTestDelivery(
   deps: Deps,
   orgId: string,
   draft: DeliveryDraft,
-  options: { includeInactive?: boolean } = {},
+  options: { includeInactive?: boolean; projectId?: string } = {},
 ) {
-  const [deliveryId] = await deps.db
-    .transaction()
-    .execute((trx) => queueDeliveries(trx, deps, orgId, "webhook.test", [draft], { queue: false }));
+  const [deliveryId] = await deps.db.transaction().execute((trx) =>
+    queueDeliveries(trx, deps, orgId, "webhook.test", [draft], {
+      queue: false,
+      ...(options.projectId ? { projectId: options.projectId } : {}),
+    }),
+  );
   const id = deliveryId as string;
   await attemptDelivery(deps, id, { final: true, countsForBreaker: false, includeInactive: options.includeInactive });
   return deliveryView(deps.db, id);

@@ -1,0 +1,127 @@
+import type { Context } from "hono";
+import type { Auth } from "../../auth/better-auth.ts";
+import type { Deps } from "../../deps.ts";
+import type { AppEnv } from "../../http/context.ts";
+import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
+import type { RateLimiter } from "../../http/rate-limit.ts";
+import { sha256Hex } from "../../lib/tokens.ts";
+import { authenticateApiKey } from "../api-keys/service.ts";
+import { hasRole, type Role } from "../orgs/access.ts";
+import type { ProjectRow } from "../projects/service.ts";
+import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
+import type { WorkspaceDispatcher } from "./dispatch.ts";
+
+/** Who is calling a workspace: its admin (admin token, or an org admin's key or session), or one of its users. */
+export type WorkspaceCaller =
+  | { kind: "admin"; via: "admin_token" | "api_key" | "session"; id: string; readOnly: boolean }
+  | { kind: "user"; userId: string; tokenHash: string }
+  | { kind: "anonymous" };
+
+export interface WorkspaceRuntime {
+  deps: Deps;
+  auth: Auth;
+  databases: WorkspaceDatabases;
+  dispatcher: WorkspaceDispatcher;
+  limiter: RateLimiter;
+}
+
+/** Everything a workspace operation needs: the project, its database and the caller. */
+export interface WorkspaceCtx {
+  runtime: WorkspaceRuntime;
+  deps: Deps;
+  project: ProjectRow;
+  db: WorkspaceDb;
+  caller: WorkspaceCaller;
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/**
+ * Resolves the project (404 when deleted or unknown, 409 unless active) and the caller. Bad
+ * credentials are 401; a key or session of the org below admin is 403.
+ */
+export async function workspaceContext(
+  c: Context<AppEnv>,
+  runtime: WorkspaceRuntime,
+  projectId: string,
+): Promise<WorkspaceCtx> {
+  const { deps } = runtime;
+  const project = await deps.db
+    .selectFrom("projects")
+    .selectAll()
+    .where("id", "=", projectId)
+    .where("deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!project) throw new NotFoundError("project not found");
+  if (project.status === "paused") throw new ConflictError("project is paused");
+  if (project.status !== "active") throw new ConflictError(`project is ${project.status}`);
+  const db = runtime.databases.get(project.id);
+  if (!db) throw new NotFoundError("project has no workspace");
+  const caller = await resolveCaller(c, runtime, project, db);
+  return { runtime, deps, project, db, caller };
+}
+
+async function resolveCaller(
+  c: Context<AppEnv>,
+  runtime: WorkspaceRuntime,
+  project: ProjectRow,
+  db: WorkspaceDb,
+): Promise<WorkspaceCaller> {
+  const { deps } = runtime;
+  const authorization = c.req.header("authorization");
+  if (authorization) {
+    const token = BEARER.exec(authorization)?.[1];
+    if (!token) throw new UnauthorizedError("the Authorization header must be 'Bearer <token>'");
+    if (token.startsWith("wsa_")) {
+      if (sha256Hex(token) !== project.admin_token_hash) throw new UnauthorizedError("invalid admin token");
+      return { kind: "admin", via: "admin_token", id: project.id, readOnly: false };
+    }
+    if (token.startsWith("pak_")) {
+      const key = await authenticateApiKey(deps, token, c.get("clientIp"));
+      if (key.org.id !== project.org_id) throw new NotFoundError("project not found");
+      return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope === "read-only" };
+    }
+    const tokenHash = sha256Hex(token);
+    const session = await db
+      .selectFrom("user_sessions")
+      .select(["user_id", "expires_at"])
+      .where("token_hash", "=", tokenHash)
+      .executeTakeFirst();
+    if (!session || (session.expires_at as string) <= deps.clock.now().toISOString()) {
+      throw new UnauthorizedError("invalid or expired token");
+    }
+    return { kind: "user", userId: session.user_id as string, tokenHash };
+  }
+  if (c.req.header("cookie")?.includes(`${deps.config.cookiePrefix}.session_token`)) {
+    const session = await runtime.auth.api.getSession({ headers: c.req.raw.headers });
+    if (session) {
+      const membership = await deps.db
+        .selectFrom("memberships")
+        .select("role")
+        .where("org_id", "=", project.org_id)
+        .where("account_id", "=", session.user.id)
+        .executeTakeFirst();
+      if (!membership) throw new NotFoundError("project not found");
+      if (!hasRole(membership.role as Role, "admin")) {
+        throw new ForbiddenError("only the org's admins and owners act as workspace admin");
+      }
+      return { kind: "admin", via: "session", id: session.user.id, readOnly: false };
+    }
+  }
+  return { kind: "anonymous" };
+}
+
+/** 401 without credentials; 403 for a workspace user, or a read-only key on a write. */
+export function requireAdmin(ctx: WorkspaceCtx, write: boolean): void {
+  if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
+  if (ctx.caller.kind !== "admin") throw new ForbiddenError("this needs the workspace admin");
+  if (write && ctx.caller.readOnly) throw new ForbiddenError("API key scope 'read-only' does not allow this operation");
+}
+
+/** Admins and signed-in workspace users. */
+export function requireMember(ctx: WorkspaceCtx, write: boolean): void {
+  if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
+  if (write && ctx.caller.kind === "admin" && ctx.caller.readOnly) {
+    throw new ForbiddenError("API key scope 'read-only' does not allow this operation");
+  }
+}

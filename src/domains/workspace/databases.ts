@@ -1,0 +1,77 @@
+import { existsSync } from "node:fs";
+import SQLite from "better-sqlite3";
+import { Kysely, SqliteDialect } from "kysely";
+import { withStatementCache } from "../../db/database.ts";
+import type { Deps } from "../../deps.ts";
+import { workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
+
+// biome-ignore lint/suspicious/noExplicitAny: a workspace schema is the template's, not Plinth's
+export type WorkspaceDb = Kysely<any>;
+
+/** How long an evicted SQLite workspace stays open, so requests still using it can finish. */
+const CLOSE_DELAY_MS = 10_000;
+
+/**
+ * Open workspace databases, least recently used first out, so one process can serve thousands
+ * of projects with a bounded number of open SQLite files. On PostgreSQL a workspace is a schema
+ * on the shared pool, which costs nothing to keep.
+ */
+export class WorkspaceDatabases {
+  private readonly open = new Map<string, WorkspaceDb>();
+
+  constructor(
+    private readonly deps: Deps,
+    private readonly capacity: number,
+  ) {}
+
+  /** The workspace's database, or null when it has none (never provisioned, or purged). */
+  get(projectId: string): WorkspaceDb | null {
+    const cached = this.open.get(projectId);
+    if (cached) {
+      // Map order is insertion order: re-inserting marks it most recently used.
+      this.open.delete(projectId);
+      this.open.set(projectId, cached);
+      return cached;
+    }
+    const db = this.connect(projectId);
+    if (!db) return null;
+    this.open.set(projectId, db);
+    if (this.open.size > this.capacity) this.evictOldest();
+    return db;
+  }
+
+  /** Forgets a workspace (deleted or purged project). */
+  forget(projectId: string): void {
+    const db = this.open.get(projectId);
+    if (!db) return;
+    this.open.delete(projectId);
+    this.closeLater(db);
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.open.values()];
+    this.open.clear();
+    if (this.deps.dialect === "sqlite") await Promise.all(all.map((db) => db.destroy()));
+  }
+
+  private connect(projectId: string): WorkspaceDb | null {
+    if (this.deps.dialect === "postgres") return this.deps.db.withSchema(workspaceSchema(projectId)) as WorkspaceDb;
+    const file = workspaceFile(this.deps, projectId);
+    if (!existsSync(file)) return null;
+    const sqlite = new SQLite(file);
+    sqlite.pragma("journal_mode = WAL");
+    sqlite.pragma("synchronous = NORMAL");
+    sqlite.pragma("busy_timeout = 5000");
+    return new Kysely({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  }
+
+  private evictOldest(): void {
+    const [oldest] = this.open.keys();
+    if (oldest !== undefined) this.forget(oldest);
+  }
+
+  private closeLater(db: WorkspaceDb): void {
+    if (this.deps.dialect !== "sqlite") return;
+    setTimeout(() => void db.destroy().catch(() => {}), CLOSE_DELAY_MS).unref();
+  }
+}

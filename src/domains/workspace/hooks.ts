@@ -1,0 +1,222 @@
+import type { Selectable } from "kysely";
+import type { WebhooksTable } from "../../db/schema.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { newId } from "../../lib/ids.ts";
+import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import { recordSystemAudit } from "../audit/service.ts";
+import { deliveryView, listDeliveries } from "../webhooks/deliveries.ts";
+import { attemptDelivery, isReservedHeader, sendTestDelivery } from "../webhooks/delivery.ts";
+import { assertDeliverableUrl } from "../webhooks/service.ts";
+import { requireAdmin, type WorkspaceCtx } from "./access.ts";
+
+type WebhookRow = Selectable<WebhooksTable>;
+
+export interface WorkspaceHookInput {
+  name?: string | undefined;
+  url?: string | undefined;
+  events?: string[] | undefined;
+  secret?: string | null | undefined;
+  headers?: Record<string, string> | null | undefined;
+  payloadFields?: string[] | null | undefined;
+  active?: boolean | undefined;
+}
+
+/** A workspace hook as listed: never its secret, only whether it has one. */
+function toHook(row: WebhookRow) {
+  return {
+    id: row.id,
+    name: row.name ?? "",
+    url: row.url,
+    events: fromJsonColumn<string[]>(row.events, []),
+    headers: fromJsonColumn<Record<string, string>>(row.headers, {}),
+    payloadFields: fromJsonColumn<string[] | null>(row.payload_fields, null),
+    hasSecret: row.secret !== null,
+    active: Boolean(row.active),
+    consecutiveFailures: row.consecutive_failures,
+    lastFailureAt: row.last_failure_at,
+    disabledReason: row.disabled_reason,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Custom headers may not name `Content-Type` or any `X-Service-*` header (SPEC rule 9). */
+function assertHeadersAllowed(headers: Record<string, string> | null | undefined): void {
+  const reserved = Object.keys(headers ?? {}).filter(isReservedHeader);
+  if (reserved.length > 0) {
+    throw new ValidationError(
+      reserved.map((name) => ({
+        path: `headers.${name}`,
+        message: "Content-Type and X-Service-* headers are reserved",
+      })),
+    );
+  }
+}
+
+async function findHook(ctx: WorkspaceCtx, id: string): Promise<WebhookRow> {
+  const row = await ctx.deps.db
+    .selectFrom("webhooks")
+    .selectAll()
+    .where("id", "=", id)
+    .where("project_id", "=", ctx.project.id)
+    .where("deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!row) throw new NotFoundError("webhook not found");
+  return row;
+}
+
+export async function createHook(
+  ctx: WorkspaceCtx,
+  input: Required<Pick<WorkspaceHookInput, "name" | "url" | "events">> & WorkspaceHookInput,
+) {
+  requireAdmin(ctx, true);
+  assertHeadersAllowed(input.headers);
+  await assertDeliverableUrl(ctx.deps, input.url, "url");
+  const now = ctx.deps.clock.now();
+  const row: WebhookRow = {
+    id: newId("whk", now),
+    org_id: ctx.project.org_id,
+    project_id: ctx.project.id,
+    name: input.name,
+    url: input.url,
+    events: toJsonColumn(input.events) ?? "[]",
+    secret: input.secret ?? null,
+    headers: input.headers ? toJsonColumn(input.headers) : null,
+    payload_fields: input.payloadFields && input.payloadFields.length > 0 ? toJsonColumn(input.payloadFields) : null,
+    active: 1,
+    consecutive_failures: 0,
+    last_failure_at: null,
+    disabled_reason: null,
+    created_by: ctx.caller.kind === "admin" ? ctx.caller.id : null,
+    created_at: now.toISOString(),
+    updated_at: now.toISOString(),
+    deleted_at: null,
+  };
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    await trx.insertInto("webhooks").values(row).execute();
+    await recordSystemAudit(trx, ctx.deps, {
+      orgId: ctx.project.org_id,
+      action: "workspace_webhook.created",
+      target: { type: "webhook", id: row.id },
+      data: { projectId: ctx.project.id, url: row.url, events: input.events, by: ctx.caller.kind },
+    });
+  });
+  return { webhook: toHook(row) };
+}
+
+export async function listHooks(ctx: WorkspaceCtx) {
+  requireAdmin(ctx, false);
+  const rows = await ctx.deps.db
+    .selectFrom("webhooks")
+    .selectAll()
+    .where("project_id", "=", ctx.project.id)
+    .where("deleted_at", "is", null)
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute();
+  return { webhooks: rows.map(toHook) };
+}
+
+export async function getHook(ctx: WorkspaceCtx, id: string) {
+  requireAdmin(ctx, false);
+  return { webhook: toHook(await findHook(ctx, id)) };
+}
+
+/** Updates a hook; `active: true` resumes a disabled one with a fresh counter and no reason. */
+export async function updateHook(ctx: WorkspaceCtx, id: string, input: WorkspaceHookInput) {
+  requireAdmin(ctx, true);
+  const current = await findHook(ctx, id);
+  assertHeadersAllowed(input.headers);
+  if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
+  const resuming = input.active === true && !current.active;
+  const changes: Partial<WebhookRow> = {
+    ...(input.name !== undefined ? { name: input.name } : {}),
+    ...(input.url !== undefined ? { url: input.url } : {}),
+    ...(input.events !== undefined ? { events: toJsonColumn(input.events) ?? "[]" } : {}),
+    ...(input.secret !== undefined ? { secret: input.secret } : {}),
+    ...(input.headers !== undefined ? { headers: input.headers ? toJsonColumn(input.headers) : null } : {}),
+    ...(input.payloadFields !== undefined
+      ? {
+          payload_fields:
+            input.payloadFields && input.payloadFields.length > 0 ? toJsonColumn(input.payloadFields) : null,
+        }
+      : {}),
+    ...(input.active === false ? { active: 0 } : {}),
+    ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+  };
+  const row = await ctx.deps.db
+    .updateTable("webhooks")
+    .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+    .where("id", "=", id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { webhook: toHook(row) };
+}
+
+export async function deleteHook(ctx: WorkspaceCtx, id: string): Promise<void> {
+  requireAdmin(ctx, true);
+  await findHook(ctx, id);
+  await ctx.deps.db
+    .updateTable("webhooks")
+    .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
+    .where("id", "=", id)
+    .execute();
+}
+
+/** Sends the synthetic `webhook.test` event now, whatever the hook's patterns; one attempt. */
+export async function testHook(ctx: WorkspaceCtx, id: string) {
+  requireAdmin(ctx, true);
+  const hook = await findHook(ctx, id);
+  const body = JSON.stringify({
+    channel: "webhook",
+    event: "webhook.test",
+    data: { webhookId: hook.id },
+    deliveredAt: ctx.deps.clock.now().toISOString(),
+  });
+  const delivery = await sendTestDelivery(
+    ctx.deps,
+    ctx.project.org_id,
+    { targetType: "webhook", targetId: hook.id, url: hook.url, body },
+    { includeInactive: true, projectId: ctx.project.id },
+  );
+  return { delivery };
+}
+
+export async function listHookDeliveries(
+  ctx: WorkspaceCtx,
+  id: string,
+  query: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined },
+) {
+  requireAdmin(ctx, false);
+  await findHook(ctx, id);
+  return { deliveries: await listDeliveries(ctx.deps.db, id, query) };
+}
+
+/**
+ * Sends a past delivery again exactly as it first went: same body, same headers, same signature
+ * (a receiver that checks freshness may refuse an old timestamp; that is the receiver's call).
+ */
+export async function retryDelivery(ctx: WorkspaceCtx, deliveryId: string) {
+  requireAdmin(ctx, true);
+  const delivery = await ctx.deps.db
+    .selectFrom("webhook_deliveries")
+    .select(["id", "status"])
+    .where("id", "=", deliveryId)
+    .where("project_id", "=", ctx.project.id)
+    .executeTakeFirst();
+  if (!delivery) throw new NotFoundError("delivery not found");
+  const first = await ctx.deps.db
+    .selectFrom("webhook_attempts")
+    .select("request_headers")
+    .where("delivery_id", "=", deliveryId)
+    .orderBy("attempt")
+    .executeTakeFirst();
+  if (!first?.request_headers) throw new ConflictError("this delivery has not been attempted yet; nothing to re-send");
+  await attemptDelivery(ctx.deps, deliveryId, {
+    final: true,
+    countsForBreaker: false,
+    includeInactive: true,
+    replayHeaders: fromJsonColumn<Record<string, string>>(first.request_headers, {}),
+  });
+  return { delivery: await deliveryView(ctx.deps.db, deliveryId) };
+}

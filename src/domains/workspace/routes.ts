@@ -1,0 +1,325 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import type { AppEnv } from "../../http/context.ts";
+import { applyRateDecision } from "../../http/rate-limit.ts";
+import { createRouter, errorResponses, jsonBody, jsonContent } from "../../http/router.ts";
+import { sha256Hex } from "../../lib/tokens.ts";
+import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
+import { type WorkspaceRuntime, workspaceContext } from "./access.ts";
+import {
+  createHook,
+  deleteHook,
+  getHook,
+  listHookDeliveries,
+  listHooks,
+  retryDelivery,
+  testHook,
+  updateHook,
+} from "./hooks.ts";
+import { createCollection, createItem, deleteItem, getItem, listCollections, listItems, updateItem } from "./items.ts";
+
+const errors = errorResponses(400, 401, 403, 404, 409, 413, 422, 429);
+const security: Record<string, string[]>[] = [
+  { adminToken: [] },
+  { userToken: [] },
+  { apiKey: [] },
+  { sessionCookie: [] },
+];
+const adminSecurity: Record<string, string[]>[] = [{ adminToken: [] }, { apiKey: [] }, { sessionCookie: [] }];
+
+// `projectId` is part of the server URL (`/w/{projectId}/api`), not of these paths.
+const CollectionP = z.object({ collection: z.string().openapi({ param: { name: "collection", in: "path" } }) });
+const ItemP = CollectionP.extend({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
+const IdP = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
+
+const CollectionSchema = z
+  .object({ slug: z.string(), name: z.string(), createdAt: z.string() })
+  .openapi("WorkspaceCollection");
+const CollectionInput = z
+  .object({
+    slug: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, "1–63 of a-z, 0-9, '-' or '_', starting with a letter or digit"),
+    name: z.string().min(1).max(120).optional(),
+  })
+  .openapi("WorkspaceCollectionInput");
+const ItemSchema = z
+  .record(z.string(), z.unknown())
+  .openapi("WorkspaceItem", { description: "The item's data plus id, createdAt and updatedAt" });
+const ItemInput = z.record(z.string(), z.unknown()).openapi("WorkspaceItemInput");
+const Page = z.object({
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
+const headerMap = z.record(z.string().min(1).max(100), z.string().max(1000));
+const HookSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    url: z.string(),
+    events: z.array(z.string()),
+    headers: z.record(z.string(), z.string()),
+    payloadFields: z.array(z.string()).nullable(),
+    hasSecret: z.boolean(),
+    active: z.boolean(),
+    consecutiveFailures: z.number().int(),
+    lastFailureAt: z.string().nullable(),
+    disabledReason: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("WorkspaceWebhook");
+const hookFields = {
+  name: z.string().min(1).max(100),
+  url: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048),
+  events: z.array(z.string().min(1).max(200)).min(1).max(50),
+  secret: z.string().min(1).max(200).nullable().optional(),
+  headers: headerMap.nullable().optional(),
+  payloadFields: z.array(z.string().min(1).max(200)).max(100).nullable().optional(),
+};
+const HookInput = z.object(hookFields).openapi("WorkspaceWebhookInput");
+const HookUpdate = z
+  .object({
+    name: hookFields.name.optional(),
+    url: hookFields.url.optional(),
+    events: hookFields.events.optional(),
+    secret: hookFields.secret,
+    headers: hookFields.headers,
+    payloadFields: hookFields.payloadFields,
+    active: z.boolean().optional(),
+  })
+  .openapi("WorkspaceWebhookUpdate");
+const oneHook = z.object({ webhook: HookSchema });
+const oneDelivery = z.object({ delivery: DeliverySchema });
+
+const tags = ["Workspace"];
+const r = {
+  createCollection: createRoute({
+    method: "post",
+    path: "/collections",
+    tags,
+    summary: "Create a collection (admin)",
+    security: adminSecurity,
+    request: { body: jsonBody(CollectionInput) },
+    responses: { 201: jsonContent(z.object({ collection: CollectionSchema }), "The collection"), ...errors },
+  }),
+  listCollections: createRoute({
+    method: "get",
+    path: "/collections",
+    tags,
+    summary: "List collections",
+    security,
+    responses: { 200: jsonContent(z.object({ collections: z.array(CollectionSchema) }), "Collections"), ...errors },
+  }),
+  createItem: createRoute({
+    method: "post",
+    path: "/items/{collection}",
+    tags,
+    summary: "Create an item (any JSON object); emits items:<collection>:created",
+    security,
+    request: { params: CollectionP, body: jsonBody(ItemInput) },
+    responses: { 201: jsonContent(z.object({ item: ItemSchema }), "The item"), ...errors },
+  }),
+  listItems: createRoute({
+    method: "get",
+    path: "/items/{collection}",
+    tags,
+    summary: "List a collection's items, oldest first",
+    security,
+    request: { params: CollectionP, query: Page },
+    responses: { 200: jsonContent(z.object({ items: z.array(ItemSchema) }), "Items"), ...errors },
+  }),
+  getItem: createRoute({
+    method: "get",
+    path: "/items/{collection}/{id}",
+    tags,
+    summary: "One item",
+    security,
+    request: { params: ItemP },
+    responses: { 200: jsonContent(z.object({ item: ItemSchema }), "The item"), ...errors },
+  }),
+  updateItem: createRoute({
+    method: "patch",
+    path: "/items/{collection}/{id}",
+    tags,
+    summary: "Merge top-level keys into an item; emits items:<collection>:updated",
+    security,
+    request: { params: ItemP, body: jsonBody(ItemInput) },
+    responses: { 200: jsonContent(z.object({ item: ItemSchema }), "The item"), ...errors },
+  }),
+  deleteItem: createRoute({
+    method: "delete",
+    path: "/items/{collection}/{id}",
+    tags,
+    summary: "Delete an item; emits items:<collection>:deleted with its last state",
+    security,
+    request: { params: ItemP },
+    responses: { 204: { description: "Deleted" }, ...errors },
+  }),
+  createHook: createRoute({
+    method: "post",
+    path: "/webhooks",
+    tags,
+    summary: "Create a workspace webhook (admin)",
+    security: adminSecurity,
+    request: { body: jsonBody(HookInput) },
+    responses: { 201: jsonContent(oneHook, "The webhook (never its secret)"), ...errors },
+  }),
+  listHooks: createRoute({
+    method: "get",
+    path: "/webhooks",
+    tags,
+    summary: "List workspace webhooks with their breaker state",
+    security: adminSecurity,
+    responses: { 200: jsonContent(z.object({ webhooks: z.array(HookSchema) }), "Webhooks"), ...errors },
+  }),
+  getHook: createRoute({
+    method: "get",
+    path: "/webhooks/{id}",
+    tags,
+    summary: "One workspace webhook",
+    security: adminSecurity,
+    request: { params: IdP },
+    responses: { 200: jsonContent(oneHook, "The webhook"), ...errors },
+  }),
+  updateHook: createRoute({
+    method: "patch",
+    path: "/webhooks/{id}",
+    tags,
+    summary: "Update a workspace webhook; `active: true` resumes it",
+    security: adminSecurity,
+    request: { params: IdP, body: jsonBody(HookUpdate) },
+    responses: { 200: jsonContent(oneHook, "The webhook"), ...errors },
+  }),
+  deleteHook: createRoute({
+    method: "delete",
+    path: "/webhooks/{id}",
+    tags,
+    summary: "Delete a workspace webhook",
+    security: adminSecurity,
+    request: { params: IdP },
+    responses: { 204: { description: "Deleted" }, ...errors },
+  }),
+  testHook: createRoute({
+    method: "post",
+    path: "/webhooks/{id}/test",
+    tags,
+    summary: "Send the synthetic webhook.test event now (patterns are not matched)",
+    security: adminSecurity,
+    request: { params: IdP },
+    responses: { 200: jsonContent(oneDelivery, "The delivery after one attempt"), ...errors },
+  }),
+  hookDeliveries: createRoute({
+    method: "get",
+    path: "/webhooks/{id}/deliveries",
+    tags,
+    summary: "A workspace webhook's deliveries with their attempts, newest first",
+    security: adminSecurity,
+    request: { params: IdP, query: DeliveriesQuery },
+    responses: { 200: jsonContent(z.object({ deliveries: z.array(DeliverySchema) }), "Deliveries"), ...errors },
+  }),
+  retry: createRoute({
+    method: "post",
+    path: "/webhooks/_deliveries/{id}/retry",
+    tags,
+    summary: "Re-send a past delivery with its original body, headers and signature",
+    security: adminSecurity,
+    request: { params: IdP },
+    responses: { 200: jsonContent(oneDelivery, "The delivery after the re-send"), ...errors },
+  }),
+};
+
+/** The OpenAPI 3.1 document of the workspace API (one for every workspace; the project is in the server URL). */
+export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, version: string) {
+  return router.getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Plinth workspace API",
+      version,
+      description: "Each project's own backend: collections, items, workspace users, files and webhooks.",
+    },
+    servers: [
+      {
+        url: "/w/{projectId}/api",
+        variables: { projectId: { default: "prj_0000000000", description: "The project id (its workspaceUrl)" } },
+      },
+    ],
+  });
+}
+
+/** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
+export function workspaceRoutes(runtime: WorkspaceRuntime) {
+  const { deps } = runtime;
+  const ctxOf = (c: Context<AppEnv>) => workspaceContext(c, runtime, c.req.param("projectId") as string);
+  const app = createRouter();
+  app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "wsa_<64 hex>",
+    description: "The project's workspace admin token.",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "userToken", {
+    type: "http",
+    scheme: "bearer",
+    description: "A workspace user's token from sign-up or sign-in.",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "pak_<64 hex>",
+    description: "An API key of the project's org (acts as workspace admin).",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {
+    type: "apiKey",
+    in: "cookie",
+    name: `${deps.config.cookiePrefix}.session_token`,
+    description: "A session of an admin or owner of the project's org.",
+  });
+  // Rate-limited per project and credential (or address), like the control-plane API.
+  app.use("*", async (c, next) => {
+    const credential = c.req.header("authorization") ?? `ip:${c.get("clientIp")}`;
+    const bucket = `ws:${c.req.param("projectId")}:${sha256Hex(credential).slice(0, 32)}`;
+    const decision = runtime.limiter.hit(bucket, deps.config.rateLimitPerMinute);
+    applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+    await next();
+  });
+  return app
+    .openapi(r.createCollection, async (c) => c.json(await createCollection(await ctxOf(c), c.req.valid("json")), 201))
+    .openapi(r.listCollections, async (c) => c.json(await listCollections(await ctxOf(c)), 200))
+    .openapi(r.createItem, async (c) =>
+      c.json(await createItem(await ctxOf(c), c.req.valid("param").collection, c.req.valid("json")), 201),
+    )
+    .openapi(r.listItems, async (c) =>
+      c.json(await listItems(await ctxOf(c), c.req.valid("param").collection, c.req.valid("query")), 200),
+    )
+    .openapi(r.getItem, async (c) => {
+      const { collection, id } = c.req.valid("param");
+      return c.json(await getItem(await ctxOf(c), collection, id), 200);
+    })
+    .openapi(r.updateItem, async (c) => {
+      const { collection, id } = c.req.valid("param");
+      return c.json(await updateItem(await ctxOf(c), collection, id, c.req.valid("json")), 200);
+    })
+    .openapi(r.deleteItem, async (c) => {
+      const { collection, id } = c.req.valid("param");
+      await deleteItem(await ctxOf(c), collection, id);
+      return c.body(null, 204);
+    })
+    .openapi(r.createHook, async (c) => c.json(await createHook(await ctxOf(c), c.req.valid("json")), 201))
+    .openapi(r.listHooks, async (c) => c.json(await listHooks(await ctxOf(c)), 200))
+    .openapi(r.retry, async (c) => c.json(await retryDelivery(await ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.getHook, async (c) => c.json(await getHook(await ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.updateHook, async (c) =>
+      c.json(await updateHook(await ctxOf(c), c.req.valid("param").id, c.req.valid("json")), 200),
+    )
+    .openapi(r.deleteHook, async (c) => {
+      await deleteHook(await ctxOf(c), c.req.valid("param").id);
+      return c.body(null, 204);
+    })
+    .openapi(r.testHook, async (c) => c.json(await testHook(await ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.hookDeliveries, async (c) => {
+      const query = c.req.valid("query");
+      return c.json(await listHookDeliveries(await ctxOf(c), c.req.valid("param").id, query), 200);
+    });
+}

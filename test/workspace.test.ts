@@ -1,0 +1,166 @@
+import { createHmac } from "node:crypto";
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
+import { call, createApiKey, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+async function startReceiver() {
+  const received: Received[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      res.writeHead(200).end("ok");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    received,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function until<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+let app: TestApp;
+let owner: TestUser;
+let slug: string;
+let projectId: string;
+let adminToken: string;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+/** A call to the project's workspace API, `{workspaceUrl}/api`. */
+async function ws(method: string, path: string, options: { body?: unknown; token?: string } = {}) {
+  const response = await fetch(`${app.url}/w/${projectId}/api${path}`, {
+    method,
+    headers: {
+      ...(options.token !== undefined ? { authorization: `Bearer ${options.token}` } : {}),
+      ...(options.body !== undefined ? { "content-type": "application/json" } : {}),
+    },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+beforeAll(async () => {
+  app = await startApp({
+    ALLOW_PRIVATE_WEBHOOK_URLS: "true",
+    WORKER_POLL_MS: "50",
+    WEBHOOK_BACKOFF_BASE_MS: "20",
+  });
+  receiver = await startReceiver();
+  owner = await signUp(app);
+  slug = (await createOrg(app, owner, "Workspace Org")).slug;
+  const created = await call(app, "POST", `/org/${slug}/projects`, { cookie: owner.cookie, body: { name: "Shop" } });
+  expect(created.status).toBe(201);
+  projectId = created.body.project.id;
+  adminToken = created.body.project.adminToken;
+  await until(async () => {
+    const res = await call(app, "GET", `/org/${slug}/projects/shop`, { cookie: owner.cookie });
+    return res.body.project.status === "active";
+  });
+});
+afterAll(async () => {
+  await receiver.close();
+  await app.close();
+});
+
+describe("workspace patterns", () => {
+  it.each([
+    ["items:posts:created", "items:posts:created", true],
+    ["items:*:created", "items:posts:created", true],
+    ["items:*:created", "items:posts:deleted", false],
+    ["items", "items:posts:created", true],
+    ["items:posts", "items:posts:updated", true],
+    ["items:comments", "items:posts:created", false],
+    ["items.posts.created", "items:posts:created", false],
+    ["items:posts:created:extra", "items:posts:created", false],
+    ["*", "auth:signed_up", true],
+    ["auth", "items:posts:created", false],
+  ])("%s against %s → %s", (pattern, event, expected) => {
+    expect(matchesWorkspaceEvent(pattern, event)).toBe(expected);
+  });
+
+  it("projects payloads by top-level keys only", () => {
+    const row = { id: "1", title: "T", meta: { a: 1 } };
+    expect(projectPayload(row, null)).toEqual(row);
+    expect(projectPayload(row, [])).toEqual(row);
+    expect(projectPayload(row, ["title", "missing"])).toEqual({ title: "T" });
+    expect(projectPayload(row, ["meta"])).toEqual({ meta: { a: 1 } });
+    expect(projectPayload([1, 2], ["x"])).toEqual([1, 2]);
+    expect(projectPayload("scalar", ["x"])).toBe("scalar");
+  });
+});
+
+describe("workspace runtime", () => {
+  it("refuses callers without credentials and unknown tokens", async () => {
+    expect((await ws("GET", "/collections")).status).toBe(401);
+    expect((await ws("GET", "/collections", { token: "wsa_nope" })).status).toBe(401);
+    expect((await ws("POST", "/collections", { body: { slug: "x" } })).status).toBe(401);
+  });
+
+  it("serves collections and items to the admin token, with events reaching a signed webhook", async () => {
+    const hook = await ws("POST", "/webhooks", {
+      token: adminToken,
+      body: { name: "all items", url: receiver.url, events: ["items:*:created"], secret: "s3cret" },
+    });
+    expect(hook.status).toBe(201);
+    expect(hook.body.webhook).not.toHaveProperty("secret");
+    expect((await ws("POST", "/collections", { token: adminToken, body: { slug: "posts" } })).status).toBe(201);
+    const created = await ws("POST", "/items/posts", { token: adminToken, body: { title: "Hello" } });
+    expect(created.status).toBe(201);
+    expect(created.body.item).toMatchObject({ title: "Hello", id: expect.any(String) });
+
+    const delivery = await until(() => receiver.received.find((r) => r.body.includes(created.body.item.id)));
+    const body = JSON.parse(delivery.body);
+    expect(body).toMatchObject({ channel: "items:posts", event: "created", data: created.body.item });
+    const timestamp = delivery.headers["x-service-timestamp"] as string;
+    const v1 = createHmac("sha256", "s3cret").update(delivery.body).digest("hex");
+    const v2 = createHmac("sha256", "s3cret").update(`${timestamp}.${delivery.body}`).digest("hex");
+    expect(delivery.headers["x-service-signature"]).toBe(v1);
+    expect(delivery.headers["x-service-signature-v2"]).toBe(v2);
+  });
+
+  it("lets an org API key act as the workspace admin, and refuses another org's key", async () => {
+    const key = await createApiKey(app, owner, slug, "full");
+    expect((await ws("GET", "/collections", { token: key.token })).status).toBe(200);
+    const stranger = await signUp(app);
+    const other = await createOrg(app, stranger, "Other Org");
+    const otherKey = await createApiKey(app, stranger, other.slug, "full");
+    expect((await ws("GET", "/collections", { token: otherKey.token })).status).toBe(404);
+  });
+
+  it("refuses reserved headers on a webhook with 422", async () => {
+    const res = await ws("POST", "/webhooks", {
+      token: adminToken,
+      body: { name: "bad", url: receiver.url, events: ["items"], headers: { "X-Service-Signature": "forged" } },
+    });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details[0].path).toBe("headers.X-Service-Signature");
+  });
+
+  it("answers 409 while the project is paused", async () => {
+    expect((await call(app, "POST", `/org/${slug}/projects/shop/pause`, { cookie: owner.cookie })).status).toBe(200);
+    expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(409);
+    expect((await call(app, "POST", `/org/${slug}/projects/shop/resume`, { cookie: owner.cookie })).status).toBe(200);
+    expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(200);
+  });
+});
