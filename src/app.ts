@@ -32,6 +32,7 @@ export const API_VERSION = "0.0.1";
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 const BODYLESS_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+const FILE_UPLOAD = /^\/w\/[^/]+\/api\/files\/?$/;
 
 /** Paths outside authentication and rate limiting. */
 const PUBLIC_PATHS = new Set(["/api/health"]);
@@ -172,8 +173,9 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     },
   });
   // Reads carry no body; skipping them keeps the request from being materialised for nothing.
+  // Workspace file uploads stream to disk under their own limit (MAX_FILE_BYTES).
   const limitWrites = (c: Context<AppEnv>, next: () => Promise<void>) =>
-    BODYLESS_METHODS.has(c.req.method) ? next() : limitBody(c, next);
+    BODYLESS_METHODS.has(c.req.method) || FILE_UPLOAD.test(c.req.path) ? next() : limitBody(c, next);
   app.use("/api/*", limitWrites);
   app.use("/w/*", limitWrites);
   app.route("/api", api);

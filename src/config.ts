@@ -48,6 +48,7 @@ const EnvSchema = z.object({
   WEBHOOK_BACKOFF_BASE_MS: positiveInt.default(5_000),
   WEBHOOK_DELIVERIES_RETENTION_DAYS: nonNegativeInt.default(30),
   ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
+  MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
 });
 
 export type Config = {
@@ -79,6 +80,8 @@ export type Config = {
   /** 0 keeps every delivery. */
   webhookDeliveriesRetentionDays: number;
   allowPrivateWebhookUrls: boolean;
+  /** Largest workspace file upload. */
+  maxFileBytes: number;
 };
 
 export class ConfigError extends Error {}
@@ -121,5 +124,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,
     webhookDeliveriesRetentionDays: e.WEBHOOK_DELIVERIES_RETENTION_DAYS,
     allowPrivateWebhookUrls: e.ALLOW_PRIVATE_WEBHOOK_URLS,
+    maxFileBytes: e.MAX_FILE_BYTES,
   };
 }

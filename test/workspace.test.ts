@@ -65,6 +65,7 @@ beforeAll(async () => {
     ALLOW_PRIVATE_WEBHOOK_URLS: "true",
     WORKER_POLL_MS: "50",
     WEBHOOK_BACKOFF_BASE_MS: "20",
+    MAX_FILE_BYTES: "4096",
   });
   receiver = await startReceiver();
   owner = await signUp(app);
@@ -162,5 +163,106 @@ describe("workspace runtime", () => {
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(409);
     expect((await call(app, "POST", `/org/${slug}/projects/shop/resume`, { cookie: owner.cookie })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(200);
+  });
+});
+
+describe("workspace users, files and their events", () => {
+  let events: () => { channel: string; event: string; data: Record<string, unknown> }[];
+
+  beforeAll(async () => {
+    const hook = await ws("POST", "/webhooks", {
+      token: adminToken,
+      body: { name: "auth and files", url: receiver.url, events: ["auth", "files"] },
+    });
+    expect(hook.status).toBe(201);
+    events = () =>
+      receiver.received.map((r) => JSON.parse(r.body)).filter((b) => b.channel === "auth" || b.channel === "files");
+  });
+
+  it("signs users up and in with tokens, never exposing the password hash", async () => {
+    const up = await ws("POST", "/auth/sign-up", { body: { email: "Ada@Example.test", password: "long-enough-pw" } });
+    expect(up.status).toBe(201);
+    expect(up.body.token).toMatch(/^wsu_[0-9a-f]{64}$/);
+    expect(Object.keys(up.body.user).sort()).toEqual(["createdAt", "email", "id", "updatedAt"]);
+    const dup = await ws("POST", "/auth/sign-up", { body: { email: "ada@example.test", password: "long-enough-pw" } });
+    expect(dup.status).toBe(409);
+    expect(
+      (await ws("POST", "/auth/sign-in", { body: { email: "ada@example.test", password: "wrong-password" } })).status,
+    ).toBe(401);
+    const inn = await ws("POST", "/auth/sign-in", { body: { email: "ada@example.test", password: "long-enough-pw" } });
+    expect(inn.status).toBe(200);
+    // A user may use items but not manage the workspace.
+    expect((await ws("GET", "/collections", { token: inn.body.token })).status).toBe(200);
+    expect((await ws("POST", "/collections", { token: inn.body.token, body: { slug: "nope" } })).status).toBe(403);
+    expect((await ws("POST", "/auth/sign-out", { token: inn.body.token })).status).toBe(200);
+    expect((await ws("GET", "/collections", { token: inn.body.token })).status).toBe(401);
+    expect((await ws("DELETE", `/users/${up.body.user.id}`, { token: up.body.token })).status).toBe(403);
+    expect((await ws("DELETE", `/users/${up.body.user.id}`, { token: adminToken })).status).toBe(204);
+    expect((await ws("GET", "/collections", { token: up.body.token })).status).toBe(401);
+
+    const seen = await until(() => {
+      const names = events().map((e) => `${e.channel}:${e.event}`);
+      return ["auth:signed_up", "auth:signed_in", "auth:signed_out", "auth:user_deleted"].every((n) =>
+        names.includes(n),
+      )
+        ? names
+        : undefined;
+    });
+    // The failed duplicate sign-up raised nothing: exactly one signed_up.
+    expect(seen.filter((n) => n === "auth:signed_up")).toHaveLength(1);
+    for (const event of events()) expect(JSON.stringify(event.data)).not.toContain("scrypt");
+  });
+
+  it("stores, lists, downloads and deletes files, raw or multipart, within MAX_FILE_BYTES", async () => {
+    const raw = await fetch(`${app.url}/w/${projectId}/api/files?name=notes.txt`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+      body: "hello files",
+    });
+    expect(raw.status).toBe(201);
+    const rawFile = ((await raw.json()) as { file: { id: string; size: number; contentType: string } }).file;
+    expect(rawFile).toMatchObject({ size: 11, contentType: "text/plain" });
+
+    const form = new FormData();
+    form.append("file", new Blob([new Uint8Array([1, 2, 3])], { type: "image/png" }), "dot.png");
+    const multipart = await fetch(`${app.url}/w/${projectId}/api/files`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}` },
+      body: form,
+    });
+    expect(multipart.status).toBe(201);
+    const png = ((await multipart.json()) as { file: { id: string; name: string } }).file;
+    expect(png).toMatchObject({ name: "dot.png", contentType: "image/png", size: 3 });
+
+    const download = await fetch(`${app.url}/w/${projectId}/api/files/${rawFile.id}`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(download.status).toBe(200);
+    expect(download.headers.get("content-type")).toBe("text/plain");
+    expect(await download.text()).toBe("hello files");
+
+    const tooBig = await fetch(`${app.url}/w/${projectId}/api/files?name=big.bin`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/octet-stream" },
+      body: new Uint8Array(5000),
+    });
+    expect(tooBig.status).toBe(413);
+
+    const listed = await ws("GET", "/files", { token: adminToken });
+    expect(listed.body.files.map((f: { id: string }) => f.id).sort()).toEqual([rawFile.id, png.id].sort());
+    expect((await ws("DELETE", `/files/${png.id}`, { token: adminToken })).status).toBe(204);
+    expect((await ws("GET", `/files/${png.id}`, { token: adminToken })).status).toBe(404);
+
+    await until(() => {
+      const names = events().map((e) => `${e.channel}:${e.event}`);
+      return names.filter((n) => n === "files:uploaded").length === 2 && names.includes("files:deleted");
+    });
+  });
+
+  it("raises no event for a write that fails", async () => {
+    const before = receiver.received.length;
+    expect((await ws("POST", "/items/missing", { token: adminToken, body: { a: 1 } })).status).toBe(404);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(receiver.received.length).toBe(before);
   });
 });

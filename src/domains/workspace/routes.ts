@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../../http/context.ts";
@@ -6,6 +7,7 @@ import { createRouter, errorResponses, jsonBody, jsonContent } from "../../http/
 import { sha256Hex } from "../../lib/tokens.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
 import { type WorkspaceRuntime, workspaceContext } from "./access.ts";
+import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
 import {
   createHook,
   deleteHook,
@@ -17,6 +19,7 @@ import {
   updateHook,
 } from "./hooks.ts";
 import { createCollection, createItem, deleteItem, getItem, listCollections, listItems, updateItem } from "./items.ts";
+import { deleteUser, signInUser, signOutUser, signUpUser } from "./users.ts";
 
 const errors = errorResponses(400, 401, 403, 404, 409, 413, 422, 429);
 const security: Record<string, string[]>[] = [
@@ -93,8 +96,103 @@ const HookUpdate = z
 const oneHook = z.object({ webhook: HookSchema });
 const oneDelivery = z.object({ delivery: DeliverySchema });
 
+const Credentials = z
+  .object({ email: z.email().max(254), password: z.string().min(8).max(128) })
+  .openapi("WorkspaceCredentials");
+const UserSchema = z
+  .object({ id: z.string(), email: z.string(), createdAt: z.string(), updatedAt: z.string() })
+  .openapi("WorkspaceUser");
+const SignedIn = z.object({ user: UserSchema, token: z.string().openapi({ description: "`wsu_…` bearer token" }) });
+const FileSchema = z
+  .object({ id: z.string(), name: z.string(), contentType: z.string(), size: z.number().int(), createdAt: z.string() })
+  .openapi("WorkspaceFile");
+// Declared with plain JSON schemas, not zod: the body is streamed to disk, never parsed in memory.
+const uploadBody = {
+  required: true,
+  content: {
+    "multipart/form-data": {
+      schema: { type: "object" as const, properties: { file: { type: "string" as const, format: "binary" } } },
+    },
+    "application/octet-stream": { schema: { type: "string" as const, format: "binary" } },
+  },
+};
+const FileQuery = z.object({
+  name: z.string().min(1).max(255).optional().openapi({ description: "Name of a raw upload" }),
+});
+
 const tags = ["Workspace"];
 const r = {
+  signUp: createRoute({
+    method: "post",
+    path: "/auth/sign-up",
+    tags,
+    summary: "Create a workspace user; emits auth:signed_up",
+    request: { body: jsonBody(Credentials) },
+    responses: { 201: jsonContent(SignedIn, "The user and a token"), ...errors },
+  }),
+  signIn: createRoute({
+    method: "post",
+    path: "/auth/sign-in",
+    tags,
+    summary: "Sign a workspace user in; emits auth:signed_in",
+    request: { body: jsonBody(Credentials) },
+    responses: { 200: jsonContent(SignedIn, "The user and a token"), ...errors },
+  }),
+  signOut: createRoute({
+    method: "post",
+    path: "/auth/sign-out",
+    tags,
+    summary: "End the calling user's session; emits auth:signed_out",
+    security: [{ userToken: [] }],
+    responses: { 200: jsonContent(z.object({ ok: z.boolean() }), "Signed out"), ...errors },
+  }),
+  deleteUser: createRoute({
+    method: "delete",
+    path: "/users/{id}",
+    tags,
+    summary: "Delete a workspace user (admin); emits auth:user_deleted",
+    security: adminSecurity,
+    request: { params: IdP },
+    responses: { 204: { description: "Deleted" }, ...errors },
+  }),
+  upload: createRoute({
+    method: "post",
+    path: "/files",
+    tags,
+    summary: "Upload a file (multipart field `file`, or a raw body with ?name=); emits files:uploaded",
+    security,
+    request: { query: FileQuery, body: uploadBody },
+    responses: { 201: jsonContent(z.object({ file: FileSchema }), "The file"), ...errors },
+  }),
+  listFiles: createRoute({
+    method: "get",
+    path: "/files",
+    tags,
+    summary: "List files",
+    security,
+    responses: { 200: jsonContent(z.object({ files: z.array(FileSchema) }), "Files"), ...errors },
+  }),
+  download: createRoute({
+    method: "get",
+    path: "/files/{id}",
+    tags,
+    summary: "Download a file",
+    security,
+    request: { params: IdP },
+    responses: {
+      200: { description: "The file's bytes", content: { "application/octet-stream": { schema: z.string() } } },
+      ...errors,
+    },
+  }),
+  deleteFile: createRoute({
+    method: "delete",
+    path: "/files/{id}",
+    tags,
+    summary: "Delete a file; emits files:deleted",
+    security,
+    request: { params: IdP },
+    responses: { 204: { description: "Deleted" }, ...errors },
+  }),
   createCollection: createRoute({
     method: "post",
     path: "/collections",
@@ -285,6 +383,29 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     await next();
   });
   return app
+    .openapi(r.signUp, async (c) => c.json(await signUpUser(await ctxOf(c), c.req.valid("json")), 201))
+    .openapi(r.signIn, async (c) => c.json(await signInUser(await ctxOf(c), c.req.valid("json")), 200))
+    .openapi(r.signOut, async (c) => {
+      await signOutUser(await ctxOf(c));
+      return c.json({ ok: true }, 200);
+    })
+    .openapi(r.deleteUser, async (c) => {
+      await deleteUser(await ctxOf(c), c.req.valid("param").id);
+      return c.body(null, 204);
+    })
+    .openapi(r.upload, async (c) => {
+      const ctx = await ctxOf(c);
+      const incoming = c.env?.incoming;
+      const body = incoming ?? Readable.fromWeb((c.req.raw.body ?? new ReadableStream()) as never);
+      const upload = { body, contentType: c.req.header("content-type"), name: c.req.valid("query").name };
+      return c.json(await uploadFile(ctx, upload), 201);
+    })
+    .openapi(r.listFiles, async (c) => c.json(await listFiles(await ctxOf(c)), 200))
+    .openapi(r.download, async (c) => (await downloadFile(await ctxOf(c), c.req.valid("param").id)) as never)
+    .openapi(r.deleteFile, async (c) => {
+      await deleteFile(await ctxOf(c), c.req.valid("param").id);
+      return c.body(null, 204);
+    })
     .openapi(r.createCollection, async (c) => c.json(await createCollection(await ctxOf(c), c.req.valid("json")), 201))
     .openapi(r.listCollections, async (c) => c.json(await listCollections(await ctxOf(c)), 200))
     .openapi(r.createItem, async (c) =>

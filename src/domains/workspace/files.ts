@@ -1,0 +1,169 @@
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import Busboy from "busboy";
+import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { newId } from "../../lib/ids.ts";
+import { requireMember, type WorkspaceCtx } from "./access.ts";
+import { writeWithEvent } from "./items.ts";
+
+interface FileRow {
+  id: string;
+  name: string;
+  content_type: string;
+  size: number;
+  created_at: string;
+}
+
+function toFile(row: FileRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    contentType: row.content_type,
+    size: Number(row.size),
+    createdAt: row.created_at,
+  };
+}
+
+function filesDir(ctx: WorkspaceCtx): string {
+  return path.join(ctx.deps.config.dataDir, "files", ctx.project.id);
+}
+
+class FileTooLargeError extends AppError {
+  constructor(limit: number) {
+    super(413, "PAYLOAD_TOO_LARGE", `file exceeds ${limit} bytes (MAX_FILE_BYTES)`);
+  }
+}
+
+/** Passes bytes through and fails the stream once more than `limit` have gone by. */
+function byteLimit(limit: number, counted: { bytes: number }): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      counted.bytes += chunk.length;
+      if (counted.bytes > limit) callback(new FileTooLargeError(limit));
+      else callback(null, chunk);
+    },
+  });
+}
+
+export interface Upload {
+  /** The request body as a Node stream. */
+  body: Readable;
+  contentType: string | undefined;
+  /** `?name=` for a raw upload. */
+  name: string | undefined;
+}
+
+/** Streams one upload to a temporary file; multipart (field `file`) or a raw body named by `?name=`. */
+async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
+  const limit = ctx.deps.config.maxFileBytes;
+  const counted = { bytes: 0 };
+  if (upload.contentType?.toLowerCase().startsWith("multipart/form-data")) {
+    const busboy = Busboy({
+      headers: { "content-type": upload.contentType },
+      limits: { files: 1, fileSize: limit + 1 },
+    });
+    const received = new Promise<{ name: string; contentType: string }>((resolve, reject) => {
+      let found = false;
+      busboy.on("file", (field, stream, info) => {
+        if (field !== "file" || found) {
+          stream.resume();
+          return;
+        }
+        found = true;
+        pipeline(stream, byteLimit(limit, counted), createWriteStream(tempPath)).then(
+          () => resolve({ name: info.filename || "upload", contentType: info.mimeType || "application/octet-stream" }),
+          reject,
+        );
+      });
+      busboy.on("error", (error) => reject(new BadRequestError(`malformed multipart body: ${String(error)}`)));
+      busboy.on("close", () => {
+        if (!found)
+          reject(new ValidationError([{ path: "file", message: "a multipart field named 'file' is required" }]));
+      });
+    });
+    upload.body.pipe(busboy);
+    const meta = await received;
+    return { ...meta, size: counted.bytes };
+  }
+  if (!upload.name) {
+    throw new ValidationError([{ path: "name", message: "a raw upload needs ?name=<file name>" }]);
+  }
+  await pipeline(upload.body, byteLimit(limit, counted), createWriteStream(tempPath));
+  return { name: upload.name, contentType: upload.contentType || "application/octet-stream", size: counted.bytes };
+}
+
+export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
+  requireMember(ctx, true);
+  const dir = filesDir(ctx);
+  await mkdir(dir, { recursive: true });
+  const id = newId("fil");
+  const tempPath = path.join(dir, `${id}.part`);
+  try {
+    const meta = await receive(ctx, upload, tempPath);
+    const file = await writeWithEvent(ctx, async (trx) => {
+      const row: FileRow = {
+        id,
+        name: meta.name,
+        content_type: meta.contentType,
+        size: meta.size,
+        created_at: ctx.deps.clock.now().toISOString(),
+      };
+      await trx.insertInto("files").values(row).execute();
+      const view = toFile(row);
+      return { result: view, event: { channel: "files", event: "uploaded", data: view } };
+    });
+    await rename(tempPath, path.join(dir, id));
+    return { file };
+  } catch (error) {
+    await rm(tempPath, { force: true });
+    throw error;
+  }
+}
+
+export async function listFiles(ctx: WorkspaceCtx) {
+  requireMember(ctx, false);
+  const rows = (await ctx.db
+    .selectFrom("files")
+    .selectAll()
+    .orderBy("created_at")
+    .orderBy("id")
+    .execute()) as FileRow[];
+  return { files: rows.map(toFile) };
+}
+
+async function findFile(db: WorkspaceCtx["db"], id: string): Promise<FileRow> {
+  const row = (await db.selectFrom("files").selectAll().where("id", "=", id).executeTakeFirst()) as FileRow | undefined;
+  if (!row) throw new NotFoundError("file not found");
+  return row;
+}
+
+/** The file's bytes as a streamed response, with its content type and name. */
+export async function downloadFile(ctx: WorkspaceCtx, id: string): Promise<Response> {
+  requireMember(ctx, false);
+  const row = await findFile(ctx.db, id);
+  const filePath = path.join(filesDir(ctx), row.id);
+  const { size } = await stat(filePath).catch(() => {
+    throw new NotFoundError("file content missing");
+  });
+  return new Response(Readable.toWeb(createReadStream(filePath)) as ReadableStream, {
+    status: 200,
+    headers: {
+      "Content-Type": row.content_type,
+      "Content-Length": String(size),
+      "Content-Disposition": `attachment; filename*=UTF-8''${encodeURIComponent(row.name)}`,
+    },
+  });
+}
+
+export async function deleteFile(ctx: WorkspaceCtx, id: string): Promise<void> {
+  requireMember(ctx, true);
+  await writeWithEvent(ctx, async (trx) => {
+    const row = await findFile(trx, id);
+    await trx.deleteFrom("files").where("id", "=", id).execute();
+    return { result: undefined, event: { channel: "files", event: "deleted", data: toFile(row) } };
+  });
+  await rm(path.join(filesDir(ctx), id), { force: true });
+}
