@@ -3,6 +3,7 @@ import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
+import { verifyWebhook } from "../src/verify/webhooks.ts";
 import { call, createApiKey, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
 
 interface Received {
@@ -138,6 +139,9 @@ describe("workspace runtime", () => {
     const v2 = createHmac("sha256", "s3cret").update(`${timestamp}.${delivery.body}`).digest("hex");
     expect(delivery.headers["x-service-signature"]).toBe(v1);
     expect(delivery.headers["x-service-signature-v2"]).toBe(v2);
+    // The shipped receiver-side verifier accepts the real delivery, and only with the right secret.
+    expect(verifyWebhook({ secret: "s3cret", body: delivery.body, headers: delivery.headers })).toBe(true);
+    expect(verifyWebhook({ secret: "wrong", body: delivery.body, headers: delivery.headers })).toBe(false);
   });
 
   it("lets an org API key act as the workspace admin, and refuses another org's key", async () => {
