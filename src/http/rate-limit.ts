@@ -176,7 +176,7 @@ export function rateBucket(
 }
 
 /** Sets the `RateLimit-*` headers every response carries; a refusal adds `Retry-After` and throws 429. */
-export function applyRateDecision(c: Context<AppEnv>, decision: RateDecision): void {
+export function applyRateDecision<E extends AppEnv>(c: Context<E>, decision: RateDecision): void {
   setResponseHeader(c, "RateLimit-Limit", String(decision.limit));
   setResponseHeader(c, "RateLimit-Remaining", String(decision.remaining));
   setResponseHeader(c, "RateLimit-Reset", String(decision.resetSeconds));

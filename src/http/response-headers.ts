@@ -9,7 +9,7 @@ import type { AppEnv } from "./context.ts";
  * every response and push it off @hono/node-server's fast path; these headers are on every
  * request, so that cost is worth avoiding. Elsewhere (no Node response) it falls back to Hono.
  */
-export function setResponseHeader(c: Context<AppEnv>, name: string, value: string): void {
+export function setResponseHeader<E extends AppEnv>(c: Context<E>, name: string, value: string): void {
   const outgoing = c.env?.outgoing;
   if (outgoing && !outgoing.headersSent) outgoing.setHeader(name, value);
   else c.header(name, value);

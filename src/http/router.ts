@@ -11,8 +11,8 @@ export function toFieldIssues(error: z.ZodError, target: string): FieldIssue[] {
 }
 
 /** A router whose request validation failures become 422 VALIDATION envelopes. */
-export function createRouter() {
-  return new OpenAPIHono<AppEnv>({
+export function createRouter<E extends AppEnv = AppEnv>() {
+  return new OpenAPIHono<E>({
     defaultHook: (result) => {
       if (!result.success) throw new ValidationError(toFieldIssues(result.error, result.target));
     },

@@ -24,6 +24,13 @@ export async function recordAudit(db: Db, ctx: Ctx, entry: AuditEntry): Promise<
   await writeAudit(db, ctx.deps.clock.now(), actorOf(ctx.principal), ctx.ip, entry);
 }
 
+export type AuditActor = { type: string; id: string; email: string | null };
+
+/** An audit row for an actor that is not an org principal (a workspace admin token, say). */
+export async function recordAuditAs(db: Db, deps: Deps, actor: AuditActor, ip: string | null, entry: AuditEntry) {
+  await writeAudit(db, deps.clock.now(), actor, ip, entry);
+}
+
 /** An audit row for what Plinth did by itself (a breaker tripping, a job's outcome). */
 export async function recordSystemAudit(db: Db, deps: Deps, entry: AuditEntry): Promise<void> {
   await writeAudit(db, deps.clock.now(), { type: "system", id: "plinth", email: null }, null, entry);

@@ -32,6 +32,7 @@ export interface WorkspaceCtx {
   project: ProjectRow;
   db: WorkspaceDb;
   caller: WorkspaceCaller;
+  ip: string | null;
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
@@ -40,8 +41,8 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
  * Resolves the project (404 when deleted or unknown, 409 unless active) and the caller. Bad
  * credentials are 401; a key or session of the org below admin is 403.
  */
-export async function workspaceContext(
-  c: Context<AppEnv>,
+export async function workspaceContext<E extends AppEnv>(
+  c: Context<E>,
   runtime: WorkspaceRuntime,
   projectId: string,
 ): Promise<WorkspaceCtx> {
@@ -58,11 +59,11 @@ export async function workspaceContext(
   const db = runtime.databases.get(project.id);
   if (!db) throw new NotFoundError("project has no workspace");
   const caller = await resolveCaller(c, runtime, project, db);
-  return { runtime, deps, project, db, caller };
+  return { runtime, deps, project, db, caller, ip: c.get("clientIp") };
 }
 
-async function resolveCaller(
-  c: Context<AppEnv>,
+async function resolveCaller<E extends AppEnv>(
+  c: Context<E>,
   runtime: WorkspaceRuntime,
   project: ProjectRow,
   db: WorkspaceDb,
@@ -79,7 +80,8 @@ async function resolveCaller(
     if (token.startsWith("pak_")) {
       const key = await authenticateApiKey(deps, token, c.get("clientIp"));
       if (key.org.id !== project.org_id) throw new NotFoundError("project not found");
-      return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope === "read-only" };
+      // A key acts as admin narrowed by its scope: managing a workspace is beyond a deploy key.
+      return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope !== "full" };
     }
     const tokenHash = sha256Hex(token);
     const session = await db
@@ -115,13 +117,13 @@ async function resolveCaller(
 export function requireAdmin(ctx: WorkspaceCtx, write: boolean): void {
   if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
   if (ctx.caller.kind !== "admin") throw new ForbiddenError("this needs the workspace admin");
-  if (write && ctx.caller.readOnly) throw new ForbiddenError("API key scope 'read-only' does not allow this operation");
+  if (write && ctx.caller.readOnly) throw new ForbiddenError("only a 'full' API key may change a workspace");
 }
 
 /** Admins and signed-in workspace users. */
 export function requireMember(ctx: WorkspaceCtx, write: boolean): void {
   if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
   if (write && ctx.caller.kind === "admin" && ctx.caller.readOnly) {
-    throw new ForbiddenError("API key scope 'read-only' does not allow this operation");
+    throw new ForbiddenError("only a 'full' API key may change a workspace");
   }
 }

@@ -1,9 +1,10 @@
 import type { Selectable } from "kysely";
+import type { Db } from "../../db/database.ts";
 import type { WebhooksTable } from "../../db/schema.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
-import { recordSystemAudit } from "../audit/service.ts";
+import { recordAuditAs } from "../audit/service.ts";
 import { deliveryView, listDeliveries } from "../webhooks/deliveries.ts";
 import { attemptDelivery, isReservedHeader, sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
@@ -38,6 +39,25 @@ function toHook(row: WebhookRow) {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+/** Audits a change to a workspace hook as whoever made it; secrets are never in the data. */
+async function auditHook(trx: Db, ctx: WorkspaceCtx, action: string, hookId: string, data: Record<string, unknown>) {
+  const caller = ctx.caller;
+  const actor =
+    caller.kind === "admin"
+      ? {
+          type: caller.via === "admin_token" ? "workspace_admin" : caller.via === "api_key" ? "api_key" : "account",
+          id: caller.id,
+          email: null,
+        }
+      : { type: "workspace", id: ctx.project.id, email: null };
+  await recordAuditAs(trx, ctx.deps, actor, ctx.ip, {
+    orgId: ctx.project.org_id,
+    action,
+    target: { type: "webhook", id: hookId },
+    data: { projectId: ctx.project.id, ...data },
+  });
 }
 
 /** Custom headers may not name `Content-Type` or any `X-Service-*` header (SPEC rule 9). */
@@ -94,12 +114,7 @@ export async function createHook(
   };
   await ctx.deps.db.transaction().execute(async (trx) => {
     await trx.insertInto("webhooks").values(row).execute();
-    await recordSystemAudit(trx, ctx.deps, {
-      orgId: ctx.project.org_id,
-      action: "workspace_webhook.created",
-      target: { type: "webhook", id: row.id },
-      data: { projectId: ctx.project.id, url: row.url, events: input.events, by: ctx.caller.kind },
-    });
+    await auditHook(trx, ctx, "workspace_webhook.created", row.id, { url: row.url, events: input.events });
   });
   return { webhook: toHook(row) };
 }
@@ -144,23 +159,33 @@ export async function updateHook(ctx: WorkspaceCtx, id: string, input: Workspace
     ...(input.active === false ? { active: 0 } : {}),
     ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
   };
-  const row = await ctx.deps.db
-    .updateTable("webhooks")
-    .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
-    .where("id", "=", id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await ctx.deps.db.transaction().execute(async (trx) => {
+    const updated = await trx
+      .updateTable("webhooks")
+      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await auditHook(trx, ctx, resuming ? "workspace_webhook.resumed" : "workspace_webhook.updated", id, {
+      fields: Object.keys(input).filter((key) => key !== "secret"),
+      ...(input.secret !== undefined ? { secretChanged: true } : {}),
+    });
+    return updated;
+  });
   return { webhook: toHook(row) };
 }
 
 export async function deleteHook(ctx: WorkspaceCtx, id: string): Promise<void> {
   requireAdmin(ctx, true);
-  await findHook(ctx, id);
-  await ctx.deps.db
-    .updateTable("webhooks")
-    .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
-    .where("id", "=", id)
-    .execute();
+  const current = await findHook(ctx, id);
+  await ctx.deps.db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable("webhooks")
+      .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
+      .where("id", "=", id)
+      .execute();
+    await auditHook(trx, ctx, "workspace_webhook.deleted", id, { url: current.url });
+  });
 }
 
 /** Sends the synthetic `webhook.test` event now, whatever the hook's patterns; one attempt. */

@@ -2,11 +2,12 @@ import { Readable } from "node:stream";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../../http/context.ts";
+import { UnauthorizedError } from "../../http/errors.ts";
 import { applyRateDecision } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent } from "../../http/router.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
-import { type WorkspaceRuntime, workspaceContext } from "./access.ts";
+import { type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
 import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
 import {
   createHook,
@@ -119,6 +120,11 @@ const uploadBody = {
 const FileQuery = z.object({
   name: z.string().min(1).max(255).optional().openapi({ description: "Name of a raw upload" }),
 });
+
+/** The only workspace operations open to callers without credentials. */
+const ANONYMOUS = /\/api\/auth\/sign-(up|in)\/?$/;
+
+type WorkspaceEnv = AppEnv & { Variables: { workspace: WorkspaceCtx } };
 
 const tags = ["Workspace"];
 const r = {
@@ -349,8 +355,8 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
 /** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
 export function workspaceRoutes(runtime: WorkspaceRuntime) {
   const { deps } = runtime;
-  const ctxOf = (c: Context<AppEnv>) => workspaceContext(c, runtime, c.req.param("projectId") as string);
-  const app = createRouter();
+  const ctxOf = async (c: Context<WorkspaceEnv>) => c.get("workspace");
+  const app = createRouter<WorkspaceEnv>();
   app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
     type: "http",
     scheme: "bearer",
@@ -375,11 +381,18 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     description: "A session of an admin or owner of the project's org.",
   });
   // Rate-limited per project and credential (or address), like the control-plane API.
+  // Rate limit per project and credential (or address), then the project and the caller, before
+  // any request validation: an anonymous caller gets 401 whatever the body (sign-up and sign-in
+  // excepted).
   app.use("*", async (c, next) => {
     const credential = c.req.header("authorization") ?? `ip:${c.get("clientIp")}`;
-    const bucket = `ws:${c.req.param("projectId")}:${sha256Hex(credential).slice(0, 32)}`;
+    const projectId = c.req.param("projectId") as string;
+    const bucket = `ws:${projectId}:${sha256Hex(credential).slice(0, 32)}`;
     const decision = runtime.limiter.hit(bucket, deps.config.rateLimitPerMinute);
     applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+    const ctx = await workspaceContext(c, runtime, projectId);
+    if (ctx.caller.kind === "anonymous" && !ANONYMOUS.test(c.req.path)) throw new UnauthorizedError();
+    c.set("workspace", ctx);
     await next();
   });
   return app
