@@ -270,3 +270,21 @@ describe("workspace users, files and their events", () => {
     expect(receiver.received.length).toBe(before);
   });
 });
+
+describe("a write that fails on a constraint", () => {
+  it("emits no event: simultaneous sign-ups with one e-mail give one user and one signed_up", async () => {
+    // The project is on template 1.1.0, whose unique index on lower(email) is the constraint.
+    const before = receiver.received.length;
+    const email = `race-${Date.now()}@example.test`;
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => ws("POST", "/auth/sign-up", { body: { email, password: "long-enough-pw" } })),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409]);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const signedUp = receiver.received
+      .slice(before)
+      .map((r) => JSON.parse(r.body))
+      .filter((b) => b.event === "signed_up" && b.data.email === email);
+    expect(signedUp).toHaveLength(1);
+  });
+});

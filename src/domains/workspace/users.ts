@@ -1,4 +1,5 @@
 import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from "node:crypto";
+import { isUniqueViolation } from "../../db/database.ts";
 import { ConflictError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
@@ -68,6 +69,8 @@ async function startSession(ctx: WorkspaceCtx, trx: WorkspaceCtx["db"], userId: 
 export async function signUpUser(ctx: WorkspaceCtx, input: { email: string; password: string }) {
   const email = input.email.trim();
   const passwordHash = await hashPassword(input.password);
+  // Two sign-ups racing past the check meet the unique e-mail index (template 1.1.0): the loser's
+  // transaction, event included, rolls back.
   return writeWithEvent(ctx, async (trx) => {
     const taken = await trx
       .selectFrom("users")
@@ -77,7 +80,13 @@ export async function signUpUser(ctx: WorkspaceCtx, input: { email: string; pass
     if (taken) throw new ConflictError("a user with this e-mail already exists");
     const at = ctx.deps.clock.now().toISOString();
     const row: UserRow = { id: newId("usr"), email, password_hash: passwordHash, created_at: at, updated_at: at };
-    await trx.insertInto("users").values(row).execute();
+    await trx
+      .insertInto("users")
+      .values(row)
+      .execute()
+      .catch((error: unknown) => {
+        throw isUniqueViolation(error) ? new ConflictError("a user with this e-mail already exists") : error;
+      });
     const token = await startSession(ctx, trx, row.id);
     const user = toUser(row);
     return { result: { user, token }, event: { channel: "auth", event: "signed_up", data: user } };
