@@ -155,19 +155,28 @@ export class Worker {
     return db.transaction().execute(async (trx) => {
       const now = clock.now();
       const at = now.toISOString();
-      let due = trx
+      // Two index-ordered reads rather than one OR: due pending jobs by run_at (jobs_due), then jobs
+      // whose lease lapsed (jobs_lease). A single OR query sorts every due job on each claim.
+      let pending = trx
         .selectFrom("jobs")
         .select(["id", "timeout_ms"])
-        .where((eb) =>
-          eb.or([
-            eb.and([eb("status", "=", "pending"), eb("run_at", "<=", at)]),
-            eb.and([eb("status", "=", "running"), eb("lease_until", "<", at)]),
-          ]),
-        )
+        .where("status", "=", "pending")
+        .where("run_at", "<=", at)
         .orderBy("run_at")
         .limit(limit);
-      if (dialect === "postgres") due = due.forUpdate().skipLocked();
-      const candidates = await due.execute();
+      if (dialect === "postgres") pending = pending.forUpdate().skipLocked();
+      const candidates = await pending.execute();
+      if (candidates.length < limit) {
+        let lapsed = trx
+          .selectFrom("jobs")
+          .select(["id", "timeout_ms"])
+          .where("status", "=", "running")
+          .where("lease_until", "<", at)
+          .orderBy("lease_until")
+          .limit(limit - candidates.length);
+        if (dialect === "postgres") lapsed = lapsed.forUpdate().skipLocked();
+        candidates.push(...(await lapsed.execute()));
+      }
       if (candidates.length === 0) return [];
       const byTimeout = new Map<number, string[]>();
       for (const { id, timeout_ms } of candidates)
