@@ -26,6 +26,8 @@ interface Target {
   extraHeaders: Record<string, string>;
   /** Org and workspace webhooks have a breaker; the org URL and integrations do not. */
   webhookId: string | null;
+  /** The breaker's counter as read; a success needs no write when it is already 0. */
+  failures: number;
 }
 
 /**
@@ -36,7 +38,7 @@ async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: bo
   if (delivery.target_type === "webhook") {
     const hook = await deps.db
       .selectFrom("webhooks")
-      .select(["id", "url", "secret", "headers", "active", "deleted_at"])
+      .select(["id", "url", "secret", "headers", "active", "deleted_at", "consecutive_failures"])
       .where("id", "=", delivery.target_id)
       .executeTakeFirst();
     if (!hook || hook.deleted_at !== null || (!hook.active && !includeInactive)) return null;
@@ -45,6 +47,7 @@ async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: bo
       secret: hook.secret,
       extraHeaders: fromJsonColumn<Record<string, string>>(hook.headers, {}),
       webhookId: hook.id,
+      failures: hook.consecutive_failures,
     };
   }
   if (delivery.target_type === "org_url") {
@@ -54,7 +57,7 @@ async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: bo
       .where("id", "=", delivery.target_id)
       .executeTakeFirst();
     if (!org || org.deleted_at !== null || !org.webhook_url) return null;
-    return { url: org.webhook_url, secret: org.webhook_secret, extraHeaders: {}, webhookId: null };
+    return { url: org.webhook_url, secret: org.webhook_secret, extraHeaders: {}, webhookId: null, failures: 0 };
   }
   const integration = await deps.db
     .selectFrom("integrations")
@@ -70,6 +73,7 @@ async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: bo
     secret: null,
     extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
     webhookId: null,
+    failures: 0,
   };
 }
 
@@ -165,14 +169,14 @@ export async function attemptDelivery(
       .returningAll()
       .executeTakeFirstOrThrow();
     if (target.webhookId && options.countsForBreaker) {
-      if (ok) {
+      if (ok && target.failures > 0) {
         await trx
           .updateTable("webhooks")
           .set({ consecutive_failures: 0 })
           .where("id", "=", target.webhookId)
           .where("consecutive_failures", ">", 0)
           .execute();
-      } else {
+      } else if (!ok) {
         await recordFailure(trx, deps, target.webhookId, at);
       }
     }
