@@ -36,11 +36,23 @@ export async function migrateToLatest(handle: DatabaseHandle, schema?: string): 
     provider: new StaticMigrationProvider(handle.dialect),
     ...(handle.dialect === "postgres" && schema ? { migrationTableSchema: schema } : {}),
   });
-  const { error, results } = await migrator.migrateToLatest();
+  // Kysely's migrator looks its tables up by introspecting every schema of the database; a
+  // workspace schema dropped at that moment (a purge, a failed provisioning's clean-up) makes the
+  // lookup fail with "schema … does not exist". Nothing was changed, so it is simply tried again.
+  let outcome = await migrator.migrateToLatest();
+  for (let attempt = 1; attempt < 5 && isVanishedSchema(outcome.error); attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    outcome = await migrator.migrateToLatest();
+  }
+  const { error, results } = outcome;
   if (error) {
     const failed = results?.find((result) => result.status === "Error");
     throw new Error(`migration ${failed?.migrationName ?? "(unknown)"} failed: ${String(error)}`, {
       cause: error,
     });
   }
+}
+
+function isVanishedSchema(error: unknown): boolean {
+  return error instanceof Error && /schema "[^"]+" does not exist/.test(error.message);
 }
