@@ -47,6 +47,7 @@ const EnvSchema = z.object({
   WEBHOOK_MAX_ATTEMPTS: positiveInt.default(10),
   WEBHOOK_BACKOFF_BASE_MS: positiveInt.default(5_000),
   WEBHOOK_DELIVERIES_RETENTION_DAYS: nonNegativeInt.default(30),
+  WEBHOOK_CONCURRENCY: positiveInt.default(256),
   ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
 });
@@ -77,6 +78,8 @@ export type Config = {
   webhookTimeoutMs: number;
   webhookMaxAttempts: number;
   webhookBackoffBaseMs: number;
+  /** Webhook deliveries in flight at once per worker process (on top of the `workers` job slots). */
+  webhookConcurrency: number;
   /** 0 keeps every delivery. */
   webhookDeliveriesRetentionDays: number;
   allowPrivateWebhookUrls: boolean;
@@ -122,6 +125,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookMaxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
     webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,
+    webhookConcurrency: e.WEBHOOK_CONCURRENCY,
     webhookDeliveriesRetentionDays: e.WEBHOOK_DELIVERIES_RETENTION_DAYS,
     allowPrivateWebhookUrls: e.ALLOW_PRIVATE_WEBHOOK_URLS,
     maxFileBytes: e.MAX_FILE_BYTES,

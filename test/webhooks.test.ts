@@ -1104,7 +1104,7 @@ describe("circuit breaker", () => {
   }
 
   beforeAll(async () => {
-    breakerApp = await startApp({ ...BASE_ENV, WEBHOOK_MAX_ATTEMPTS: "1", WORKERS: "1" });
+    breakerApp = await startApp({ ...BASE_ENV, WEBHOOK_MAX_ATTEMPTS: "1", WORKERS: "1", WEBHOOK_CONCURRENCY: "1" });
     org = await freshOrg(breakerApp);
     projectSlug = (await createProject(breakerApp, org, "active")).slug;
   });

@@ -1082,7 +1082,7 @@ describe("workspace webhook circuit breaker", () => {
   let control: Receiver;
 
   beforeAll(async () => {
-    app = await startApp({ ...BASE_ENV, WORKERS: "1" });
+    app = await startApp({ ...BASE_ENV, WORKERS: "1", WEBHOOK_CONCURRENCY: "1" });
     failing = await startReceiver(() => ({ status: 500, body: "down" }));
     control = await startReceiver();
     owner = await signUp(app);

@@ -4,6 +4,7 @@ import { foundation } from "./migrations/0001-foundation.ts";
 import { jobs } from "./migrations/0002-jobs.ts";
 import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
 import { workspaceDispatch } from "./migrations/0004-workspace-dispatch.ts";
+import { jobKinds } from "./migrations/0005-job-kinds.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -12,6 +13,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0002-jobs": jobs(),
     "0003-projects-webhooks": projectsAndWebhooks(),
     "0004-workspace-dispatch": workspaceDispatch(),
+    "0005-job-kinds": jobKinds(),
   };
 }
 

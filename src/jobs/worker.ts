@@ -1,13 +1,14 @@
-import type { Selectable } from "kysely";
+import type { Selectable, UpdateQueryBuilder, UpdateResult } from "kysely";
 import pg from "pg";
 import type { Db } from "../db/database.ts";
-import type { JobsTable } from "../db/schema.ts";
+import type { Database, JobsTable } from "../db/schema.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
 import { backoffMs, jobsChannel } from "./queue.ts";
 
 export type Job = Selectable<JobsTable>;
+type UpdateJobs = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
 
 export interface JobRun {
   job: Job;
@@ -15,13 +16,59 @@ export interface JobRun {
   signal: AbortSignal;
 }
 
-export interface JobHandler {
+/** Runs one job per call, in one of the worker's `concurrency` slots. */
+export interface SingleJobHandler {
   handle(payload: Record<string, unknown>, run: JobRun): Promise<void>;
   /** First retry delay; later ones double (see `backoffMs`). */
   backoffBaseMs?: number;
 }
 
+/**
+ * How one job of a batch went: `error` fails this attempt (null: done), and `data` is what the
+ * handler's `record` writes about it, in the same transaction as the job's outcome.
+ */
+export interface JobResult {
+  error: Error | null;
+  data?: unknown;
+}
+
+/**
+ * For kinds that are many, small and I/O-bound (webhook deliveries). Jobs are claimed many at a
+ * time (up to `maxInFlight` at once), handed over `batchSize` at a time so the handler can load
+ * what they need in one go, and each job's result is committed as soon as it is ready, grouped
+ * with the results that finish at about the same time (one transaction per group): a slow job
+ * never holds back the others.
+ */
+export interface BatchJobHandler {
+  batchSize: number;
+  /** Most jobs of this kind running at once in this worker. */
+  maxInFlight: number;
+  /** Starts the jobs; resolves to one promise per job, in the order given. */
+  handleBatch(
+    runs: Array<JobRun & { payload: Record<string, unknown> }>,
+    signal: AbortSignal,
+  ): Promise<Array<Promise<JobResult>>>;
+  /** Writes the `data` of jobs finished together, in the transaction that settles them. */
+  record?(trx: Db, data: unknown[]): Promise<void>;
+  backoffBaseMs?: number;
+}
+
+export type JobHandler = SingleJobHandler | BatchJobHandler;
+
 export type JobHandlers = Record<string, JobHandler>;
+
+function isBatchHandler(handler: JobHandler): handler is BatchJobHandler {
+  return "handleBatch" in handler;
+}
+
+type Outcome = { status: "succeeded" | "dead" | "pending"; error?: string; retryInMs?: number };
+
+interface Finished {
+  job: Job;
+  outcome: Outcome;
+  data: unknown;
+  done: () => void;
+}
 
 /** Thrown by a handler when retrying cannot help: the job is dead-lettered at once. */
 export class PermanentJobError extends Error {}
@@ -46,9 +93,12 @@ const LEASE_MARGIN_MS = 5_000;
 const DEFAULT_BACKOFF_BASE_MS = 5_000;
 const SCHEDULE_TICK_MS = 15_000;
 const MAX_ERROR_LENGTH = 2_000;
+/** Most jobs of a batchable kind claimed in one transaction. */
+const MAX_BATCH_CLAIM = 256;
 
 /**
- * Claims due jobs and runs them, up to `concurrency` at a time.
+ * Claims due jobs and runs them: up to `concurrency` single jobs at a time, and up to
+ * `maxInFlight` jobs of each batchable kind.
  *
  * A claim marks the job `running` under a lease (`lease_until`) longer than its timeout; a job
  * whose worker died is claimed again once its lease lapses, so a job runs at least once and runs
@@ -58,7 +108,13 @@ const MAX_ERROR_LENGTH = 2_000;
  */
 export class Worker {
   readonly id = newId("wrk");
+  /** Running handler calls: single jobs by id, batches by the id of their first job. */
   private readonly running = new Map<string, Promise<void>>();
+  private runningSingles = 0;
+  /** Jobs in flight per batchable kind. */
+  private readonly inFlight = new Map<string, number>();
+  private finished: Finished[] = [];
+  private flushing: Promise<void> | undefined;
   private stopping = false;
   private loopDone: Promise<void> | undefined;
   private wakeUp: (() => void) | undefined;
@@ -68,6 +124,9 @@ export class Worker {
   private unsubscribe: (() => void) | undefined;
   private scheduleTimer: NodeJS.Timeout | undefined;
   private readonly pollMs: number;
+  /** Batchable kinds and how many of each may run at once. */
+  private readonly batchKinds: Array<[string, number]>;
+  private readonly singleKinds: string[];
 
   constructor(
     private readonly deps: Deps,
@@ -75,6 +134,11 @@ export class Worker {
     private readonly options: WorkerOptions,
   ) {
     this.pollMs = options.pollMs ?? 1_000;
+    const entries = Object.entries(handlers);
+    this.batchKinds = entries.flatMap(
+      ([kind, h]): Array<[string, number]> => (isBatchHandler(h) ? [[kind, Math.max(1, h.maxInFlight)]] : []),
+    );
+    this.singleKinds = entries.filter(([, h]) => !isBatchHandler(h)).map(([kind]) => kind);
   }
 
   async start(): Promise<void> {
@@ -117,19 +181,13 @@ export class Worker {
 
   private async loop(): Promise<void> {
     while (!this.stopping) {
-      const free = this.options.concurrency - this.running.size;
-      let claimed = 0;
-      if (free > 0) {
-        try {
-          const jobs = await this.claim(free);
-          claimed = jobs.length;
-          for (const job of jobs) this.launch(job);
-        } catch (error) {
-          this.deps.log.error({ err: error, worker: this.id }, "claiming jobs failed");
-        }
-        if (claimed === free) continue;
+      let full = false;
+      try {
+        full = await this.claim();
+      } catch (error) {
+        this.deps.log.error({ err: error, worker: this.id }, "claiming jobs failed");
       }
-      await this.sleep();
+      if (!full) await this.sleep();
     }
   }
 
@@ -149,38 +207,83 @@ export class Worker {
     if (this.nextLocalRetry <= Date.now()) this.nextLocalRetry = Number.POSITIVE_INFINITY;
   }
 
-  /** Marks up to `limit` due jobs (or jobs whose lease lapsed) as running under this worker's lease. */
-  private async claim(limit: number): Promise<Job[]> {
+  /**
+   * Claims what there is room for and launches it: due jobs (or jobs whose lease lapsed) are
+   * marked `running` under this worker's lease. Returns true when some pool took all it asked
+   * for, so there may be more to claim at once.
+   */
+  private async claim(): Promise<boolean> {
     const { db, dialect, clock } = this.deps;
-    return db.transaction().execute(async (trx) => {
+    const { concurrency } = this.options;
+    const wants: Array<[string, number]> = [];
+    for (const [kind, capacity] of this.batchKinds) {
+      const room = capacity - (this.inFlight.get(kind) ?? 0);
+      // Under load, wait for a useful amount of room rather than claim a job or two at a time.
+      if (room >= Math.max(1, Math.floor(capacity / 4))) wants.push([kind, Math.min(room, MAX_BATCH_CLAIM)]);
+    }
+    const singleRoom = concurrency - this.runningSingles;
+    if (wants.length === 0 && singleRoom <= 0) return false;
+
+    const { claimed, full } = await db.transaction().execute(async (trx) => {
       const now = clock.now();
       const at = now.toISOString();
-      // Two index-ordered reads rather than one OR: due pending jobs by run_at (jobs_due), then jobs
-      // whose lease lapsed (jobs_lease). A single OR query sorts every due job on each claim.
-      let pending = trx
-        .selectFrom("jobs")
-        .select(["id", "timeout_ms"])
-        .where("status", "=", "pending")
-        .where("run_at", "<=", at)
-        .orderBy("run_at")
-        .limit(limit);
-      if (dialect === "postgres") pending = pending.forUpdate().skipLocked();
-      const candidates = await pending.execute();
-      if (candidates.length < limit) {
+      const due = (limit: number) => {
+        let query = trx
+          .selectFrom("jobs")
+          .select(["id", "kind", "timeout_ms"])
+          .where("status", "=", "pending")
+          .where("run_at", "<=", at)
+          .orderBy("run_at")
+          .limit(limit);
+        if (dialect === "postgres") query = query.forUpdate().skipLocked();
+        return query;
+      };
+      const candidates: Array<{ id: string; kind: string; timeout_ms: number }> = [];
+      let full = false;
+      // Each batchable kind, then the other known kinds, by the (status, kind, run_at) index.
+      for (const [kind, limit] of wants) {
+        const rows = await due(limit).where("kind", "=", kind).execute();
+        full ||= rows.length === limit;
+        candidates.push(...rows);
+      }
+      let slots = singleRoom;
+      if (slots > 0 && this.singleKinds.length > 0) {
+        const rows = await due(slots).where("kind", "in", this.singleKinds).execute();
+        slots -= rows.length;
+        candidates.push(...rows);
+      }
+      // Jobs whose lease lapsed, by (status, lease_until).
+      if (slots > 0) {
         let lapsed = trx
           .selectFrom("jobs")
-          .select(["id", "timeout_ms"])
+          .select(["id", "kind", "timeout_ms"])
           .where("status", "=", "running")
           .where("lease_until", "<", at)
           .orderBy("lease_until")
-          .limit(limit - candidates.length);
+          .limit(slots);
         if (dialect === "postgres") lapsed = lapsed.forUpdate().skipLocked();
-        candidates.push(...(await lapsed.execute()));
+        const rows = await lapsed.execute();
+        slots -= rows.length;
+        candidates.push(...rows);
       }
-      if (candidates.length === 0) return [];
+      // Only when nothing known is due: kinds no handler here knows, which are dead-lettered.
+      if (candidates.length === 0 && slots > 0) {
+        const known = [...this.batchKinds.map(([kind]) => kind), ...this.singleKinds];
+        let unknown = due(slots);
+        if (known.length > 0) unknown = unknown.where("kind", "not in", known);
+        const rows = await unknown.execute();
+        slots -= rows.length;
+        candidates.push(...rows);
+      }
+      full ||= singleRoom > 0 && slots === 0;
+      if (candidates.length === 0) return { claimed: [], full: false };
+
       const byTimeout = new Map<number, string[]>();
-      for (const { id, timeout_ms } of candidates)
-        byTimeout.set(timeout_ms, [...(byTimeout.get(timeout_ms) ?? []), id]);
+      for (const { id, timeout_ms } of candidates) {
+        const ids = byTimeout.get(timeout_ms);
+        if (ids) ids.push(id);
+        else byTimeout.set(timeout_ms, [id]);
+      }
       const claimed: Job[] = [];
       for (const [timeoutMs, ids] of byTimeout) {
         const rows = await trx
@@ -197,88 +300,256 @@ export class Worker {
           .execute();
         claimed.push(...rows);
       }
-      return claimed;
+      return { claimed, full };
     });
+    this.launchAll(claimed);
+    return full;
   }
 
-  private launch(job: Job): void {
-    const run = this.execute(job).finally(() => {
-      this.running.delete(job.id);
-      this.wake();
-    });
-    this.running.set(job.id, run);
-  }
-
-  private async execute(job: Job): Promise<void> {
-    const handler = this.handlers[job.kind];
-    const log = this.deps.log;
-    if (!handler) {
-      await this.settle(job, { status: "dead", error: `no handler for job kind '${job.kind}'` });
-      return;
+  /** Starts claimed jobs: batches per batchable kind, single jobs one by one. */
+  private launchAll(jobs: Job[]): void {
+    const batches = new Map<string, Job[]>();
+    for (const job of jobs) {
+      const handler = this.handlers[job.kind];
+      if (handler && isBatchHandler(handler)) {
+        const batch = batches.get(job.kind);
+        if (batch) batch.push(job);
+        else batches.set(job.kind, [job]);
+      } else {
+        this.track(job.id, this.execute(job));
+        this.runningSingles++;
+      }
     }
+    for (const [kind, batch] of batches) {
+      const handler = this.handlers[kind] as BatchJobHandler;
+      batch.sort((a, b) => (a.run_at < b.run_at ? -1 : a.run_at > b.run_at ? 1 : 0));
+      for (let i = 0; i < batch.length; i += handler.batchSize) {
+        const part = batch.slice(i, i + handler.batchSize);
+        this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + part.length);
+        this.track(part[0]?.id ?? kind, this.executeBatch(part, handler));
+      }
+    }
+  }
+
+  private track(id: string, run: Promise<void>): void {
+    this.running.set(
+      id,
+      run.finally(() => this.running.delete(id)),
+    );
+  }
+
+  /** Runs `work` with an AbortSignal that fires after `timeoutMs`; rejects then too. */
+  private async withTimeout<T>(timeoutMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const controller = new AbortController();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         controller.abort();
-        reject(new Error(`job timed out after ${job.timeout_ms} ms`));
-      }, job.timeout_ms);
+        reject(new Error(`job timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
     });
     try {
-      await Promise.race([
-        handler.handle(fromJsonColumn(job.payload, {}), { job, signal: controller.signal }),
-        timeout,
-      ]);
-      await this.settle(job, { status: "succeeded" });
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      const permanent = error instanceof PermanentJobError;
-      if (permanent || job.attempts >= job.max_attempts) {
-        log.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, "job dead-lettered");
-        await this.settle(job, { status: "dead", error: message });
-      } else {
-        const delay = backoffMs(job.attempts, handler.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS);
-        await this.settle(job, { status: "pending", error: message, retryInMs: delay });
-        this.nextLocalRetry = Math.min(this.nextLocalRetry, Date.now() + delay);
-      }
+      return await Promise.race([work(controller.signal), timeout]);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  /** Records the outcome, if this worker still holds the job's lease. */
-  private async settle(
-    job: Job,
-    outcome: { status: "succeeded" | "dead" | "pending"; error?: string; retryInMs?: number },
-  ): Promise<void> {
-    const now = this.deps.clock.now();
-    const at = now.toISOString();
-    const finished = outcome.status !== "pending";
+  private async execute(job: Job): Promise<void> {
+    const handler = this.handlers[job.kind];
     try {
-      const result = await this.deps.db
-        .updateTable("jobs")
-        .set({
-          status: outcome.status,
-          lease_until: null,
-          locked_by: null,
-          updated_at: at,
-          ...(outcome.error !== undefined ? { last_error: outcome.error.slice(0, MAX_ERROR_LENGTH) } : {}),
-          ...(finished ? { finished_at: at } : {}),
-          ...(outcome.retryInMs !== undefined
-            ? { run_at: new Date(now.getTime() + outcome.retryInMs).toISOString() }
-            : {}),
-        })
-        .where("id", "=", job.id)
-        .where("locked_by", "=", this.id)
-        .where("status", "=", "running")
-        .executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 0) {
-        this.deps.log.warn({ jobId: job.id, kind: job.kind }, "job lease was lost before it finished");
+      if (!handler || isBatchHandler(handler)) {
+        await this.settle(job, { status: "dead", error: `no handler for job kind '${job.kind}'` });
+        return;
       }
+      try {
+        await this.withTimeout(job.timeout_ms, (signal) =>
+          handler.handle(fromJsonColumn(job.payload, {}), { job, signal }),
+        );
+        await this.settle(job, { status: "succeeded" });
+      } catch (error) {
+        await this.settle(job, this.failure(job, handler, error));
+      }
+    } finally {
+      this.runningSingles--;
+      this.wake();
+    }
+  }
+
+  /**
+   * Runs a batch under one deadline (the longest of its jobs' timeouts). Each job's result joins
+   * the next group commit as soon as it is ready.
+   */
+  private async executeBatch(jobs: Job[], handler: BatchJobHandler): Promise<void> {
+    const timeoutMs = Math.max(...jobs.map((job) => job.timeout_ms));
+    const kind = jobs[0]?.kind ?? "";
+    let left = jobs.length;
+    await this.withTimeout(timeoutMs, async (signal) => {
+      const deadline = new Promise<never>((_, reject) =>
+        signal.addEventListener("abort", () => reject(new Error(`job timed out after ${timeoutMs} ms`)), {
+          once: true,
+        }),
+      );
+      deadline.catch(() => {});
+      let results: Array<Promise<JobResult>>;
+      try {
+        results = await handler.handleBatch(
+          jobs.map((job) => ({ job, payload: fromJsonColumn(job.payload, {}), signal })),
+          signal,
+        );
+      } catch (error) {
+        const failed = Promise.resolve({ error: error instanceof Error ? error : new Error(String(error)) });
+        results = jobs.map(() => failed);
+      }
+      await Promise.all(
+        jobs.map(async (job, i) => {
+          let result: JobResult;
+          try {
+            result = await Promise.race([results[i] ?? Promise.resolve({ error: null }), deadline]);
+          } catch (error) {
+            result = { error: error instanceof Error ? error : new Error(String(error)) };
+          }
+          const outcome: Outcome = result.error ? this.failure(job, handler, result.error) : { status: "succeeded" };
+          await this.commit(job, outcome, result.data);
+          left--;
+          this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - 1);
+        }),
+      );
+    }).catch((error: unknown) => {
+      // The deadline passed before every result was committed; their leases lapse and they rerun.
+      this.deps.log.error({ err: error, kind }, "a batch of jobs outlived its deadline");
+    });
+    this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - left);
+  }
+
+  /** Queues a finished batch job for the next group commit; resolves once it is written. */
+  private commit(job: Job, outcome: Outcome, data: unknown): Promise<void> {
+    return new Promise((done) => {
+      this.finished.push({ job, outcome, data, done });
+      if (!this.flushing) this.flushing = this.flush();
+    });
+  }
+
+  /**
+   * Writes finished batch jobs, a group at a time: their records and outcomes in one transaction.
+   * If that transaction fails, each job is written on its own, so one bad record costs only its
+   * own job an attempt.
+   */
+  private async flush(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.finished.length > 0) {
+      const group = this.finished;
+      this.finished = [];
+      try {
+        await this.deps.db.transaction().execute(async (trx) => {
+          await this.record(trx, group);
+          await this.settleAll(
+            trx,
+            group.map((item) => item.job),
+            group.map((item) => item.outcome),
+          );
+        });
+      } catch (error) {
+        this.deps.log.error({ err: error, jobs: group.length }, "recording a group of jobs failed; one by one");
+        for (const item of group) await this.commitAlone(item);
+      }
+      for (const item of group) item.done();
+      this.wake();
+    }
+    this.flushing = undefined;
+  }
+
+  /** Hands each kind's finished jobs to its handler's `record`. */
+  private async record(trx: Db, group: Finished[]): Promise<void> {
+    const byKind = new Map<string, unknown[]>();
+    for (const item of group) {
+      const data = byKind.get(item.job.kind);
+      if (data) data.push(item.data);
+      else byKind.set(item.job.kind, [item.data]);
+    }
+    for (const [kind, data] of byKind) {
+      const handler = this.handlers[kind];
+      if (handler && isBatchHandler(handler)) await handler.record?.(trx, data);
+    }
+  }
+
+  private async commitAlone(item: Finished): Promise<void> {
+    const handler = this.handlers[item.job.kind];
+    try {
+      await this.deps.db.transaction().execute(async (trx) => {
+        await this.record(trx, [item]);
+        await this.settleAll(trx, [item.job], [item.outcome]);
+      });
+    } catch (error) {
+      // The work could not be recorded: count this attempt as failed (the job runs again).
+      const outcome = handler ? this.failure(item.job, handler, error) : { status: "pending" as const };
+      await this.settle(item.job, outcome);
+    }
+  }
+
+  /** The outcome of a failed attempt: retried with backoff, or dead after the last attempt. */
+  private failure(job: Job, handler: JobHandler, error: unknown): Outcome {
+    const message = error instanceof Error ? error.message : String(error);
+    if (error instanceof PermanentJobError || job.attempts >= job.max_attempts) {
+      this.deps.log.warn(
+        { jobId: job.id, kind: job.kind, attempts: job.attempts, error: message },
+        "job dead-lettered",
+      );
+      return { status: "dead", error: message };
+    }
+    const delay = backoffMs(job.attempts, handler.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS);
+    this.nextLocalRetry = Math.min(this.nextLocalRetry, Date.now() + delay);
+    return { status: "pending", error: message, retryInMs: delay };
+  }
+
+  /** Records the outcome, if this worker still holds the job's lease. */
+  private async settle(job: Job, outcome: Outcome): Promise<void> {
+    try {
+      await this.settleAll(this.deps.db, [job], [outcome]);
     } catch (error) {
       // The lease will lapse and another claim will run the job again.
       this.deps.log.error({ err: error, jobId: job.id }, "recording a job outcome failed");
     }
+  }
+
+  /** Records outcomes of jobs this worker holds; successes in one statement. */
+  private async settleAll(db: Db, jobs: Job[], outcomes: Outcome[]): Promise<void> {
+    const now = this.deps.clock.now();
+    const at = now.toISOString();
+    const held = (query: UpdateJobs) => query.where("locked_by", "=", this.id).where("status", "=", "running");
+    const succeeded = jobs.filter((_, i) => outcomes[i]?.status === "succeeded").map((job) => job.id);
+    let lost = 0;
+    if (succeeded.length > 0) {
+      const result = await held(
+        db
+          .updateTable("jobs")
+          .set({ status: "succeeded", lease_until: null, locked_by: null, updated_at: at, finished_at: at })
+          .where("id", "in", succeeded),
+      ).executeTakeFirst();
+      lost += succeeded.length - Number(result.numUpdatedRows);
+    }
+    for (const [i, job] of jobs.entries()) {
+      const outcome = outcomes[i];
+      if (!outcome || outcome.status === "succeeded") continue;
+      const result = await held(
+        db
+          .updateTable("jobs")
+          .set({
+            status: outcome.status,
+            lease_until: null,
+            locked_by: null,
+            updated_at: at,
+            last_error: (outcome.error ?? "").slice(0, MAX_ERROR_LENGTH),
+            ...(outcome.status === "dead" ? { finished_at: at } : {}),
+            ...(outcome.retryInMs !== undefined
+              ? { run_at: new Date(now.getTime() + outcome.retryInMs).toISOString() }
+              : {}),
+          })
+          .where("id", "=", job.id),
+      ).executeTakeFirst();
+      lost += 1 - Number(result.numUpdatedRows);
+    }
+    if (lost > 0) this.deps.log.warn({ kind: jobs[0]?.kind, lost }, "job lease was lost before it finished");
   }
 
   /** Gives back jobs this worker claimed but did not finish, without counting the attempt. */

@@ -2,9 +2,10 @@ import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
+import type { JobHandlers, JobResult, JobRun, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import type { OutboundResponse } from "../../lib/outbound.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { type IntegrationKind, providerAuthHeaders, providerUrl } from "../integrations/providers.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
@@ -23,58 +24,86 @@ const TERMINAL = new Set(["succeeded", "dead", "skipped"]);
 interface Target {
   url: string;
   secret: string | null;
+  /** Custom headers, reserved names already removed. */
   extraHeaders: Record<string, string>;
   /** Org and workspace webhooks have a breaker; the org URL and integrations do not. */
   webhookId: string | null;
   /** The breaker's counter as read; a success needs no write when it is already 0. */
   failures: number;
+  /** False for a webhook switched off: its queued deliveries become `skipped`. */
+  active: boolean;
+}
+
+function targetKey(type: string, id: string): string {
+  return `${type}:${id}`;
 }
 
 /**
- * Where a delivery goes now, or null when its target is gone or switched off: a delivery queued
- * before its webhook was disabled or deleted becomes a no-op (`skipped`).
+ * Where each delivery goes now, read once per target. A target that is gone (deleted webhook,
+ * integration or org, or an org URL removed) has no entry: its deliveries become no-ops.
  */
-async function resolveTarget(deps: Deps, delivery: Delivery, includeInactive: boolean): Promise<Target | null> {
-  if (delivery.target_type === "webhook") {
-    const hook = await deps.db
+async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<string, Target>> {
+  const ids = { webhook: new Set<string>(), org_url: new Set<string>(), integration: new Set<string>() };
+  for (const delivery of deliveries) ids[delivery.target_type as keyof typeof ids]?.add(delivery.target_id);
+  const targets = new Map<string, Target>();
+  if (ids.webhook.size > 0) {
+    const hooks = await deps.db
       .selectFrom("webhooks")
       .select(["id", "url", "secret", "headers", "active", "deleted_at", "consecutive_failures"])
-      .where("id", "=", delivery.target_id)
-      .executeTakeFirst();
-    if (!hook || hook.deleted_at !== null || (!hook.active && !includeInactive)) return null;
-    return {
-      url: hook.url,
-      secret: hook.secret,
-      extraHeaders: fromJsonColumn<Record<string, string>>(hook.headers, {}),
-      webhookId: hook.id,
-      failures: hook.consecutive_failures,
-    };
+      .where("id", "in", [...ids.webhook])
+      .execute();
+    for (const hook of hooks) {
+      if (hook.deleted_at !== null) continue;
+      targets.set(targetKey("webhook", hook.id), {
+        url: hook.url,
+        secret: hook.secret,
+        extraHeaders: withoutReservedHeaders(fromJsonColumn<Record<string, string>>(hook.headers, {})),
+        webhookId: hook.id,
+        failures: hook.consecutive_failures,
+        active: Boolean(hook.active),
+      });
+    }
   }
-  if (delivery.target_type === "org_url") {
-    const org = await deps.db
+  if (ids.org_url.size > 0) {
+    const orgs = await deps.db
       .selectFrom("orgs")
-      .select(["webhook_url", "webhook_secret", "deleted_at"])
-      .where("id", "=", delivery.target_id)
-      .executeTakeFirst();
-    if (!org || org.deleted_at !== null || !org.webhook_url) return null;
-    return { url: org.webhook_url, secret: org.webhook_secret, extraHeaders: {}, webhookId: null, failures: 0 };
+      .select(["id", "webhook_url", "webhook_secret", "deleted_at"])
+      .where("id", "in", [...ids.org_url])
+      .execute();
+    for (const org of orgs) {
+      if (org.deleted_at !== null || !org.webhook_url) continue;
+      targets.set(targetKey("org_url", org.id), {
+        url: org.webhook_url,
+        secret: org.webhook_secret,
+        extraHeaders: {},
+        webhookId: null,
+        failures: 0,
+        active: true,
+      });
+    }
   }
-  const integration = await deps.db
-    .selectFrom("integrations")
-    .select(["kind", "config", "deleted_at"])
-    .where("id", "=", delivery.target_id)
-    .executeTakeFirst();
-  if (!integration || integration.deleted_at !== null) return null;
-  // Address and credentials both come from the current config, so a retry after a change never
-  // sends new credentials to the old address.
-  const config = fromJsonColumn<Record<string, unknown>>(integration.config, {});
-  return {
-    url: providerUrl(integration.kind as IntegrationKind, config),
-    secret: null,
-    extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
-    webhookId: null,
-    failures: 0,
-  };
+  if (ids.integration.size > 0) {
+    const integrations = await deps.db
+      .selectFrom("integrations")
+      .select(["id", "kind", "config", "deleted_at"])
+      .where("id", "in", [...ids.integration])
+      .execute();
+    for (const integration of integrations) {
+      if (integration.deleted_at !== null) continue;
+      // Address and credentials both come from the current config, so a retry after a change
+      // never sends new credentials to the old address.
+      const config = fromJsonColumn<Record<string, unknown>>(integration.config, {});
+      targets.set(targetKey("integration", integration.id), {
+        url: providerUrl(integration.kind as IntegrationKind, config),
+        secret: null,
+        extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
+        webhookId: null,
+        failures: 0,
+        active: true,
+      });
+    }
+  }
+  return targets;
 }
 
 /** `Content-Type` and every `X-Service-*` header belong to Plinth (SPEC, workspace webhooks rule 9). */
@@ -87,102 +116,210 @@ function withoutReservedHeaders(headers: Record<string, string>): Record<string,
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !isReservedHeader(name)));
 }
 
-export interface AttemptOutcome {
-  delivery: Delivery;
+export interface AttemptRequest {
+  deliveryId: string;
+  /** A failure is the last attempt: the delivery becomes `dead`. */
+  final: boolean;
+  /** False for test sends and replays: they never move the breaker. */
+  countsForBreaker: boolean;
+  /** Send even when the webhook is switched off (test sends, replays). */
+  includeInactive?: boolean;
+  /** Re-send with exactly these headers (a replay of an earlier attempt), even if finished. */
+  replayHeaders?: Record<string, string>;
+}
+
+export interface AttemptResult {
+  /** The delivery's status after the attempt; null when there is no such delivery. */
+  status: DeliveryStatus | null;
   ok: boolean;
+  error: string | null;
+}
+
+/** An attempt made (or a delivery skipped), and what `recordAttempts` must write for it. */
+export interface Attempt {
+  result: AttemptResult;
+  record: AttemptRecord | null;
+}
+
+export type AttemptRecord = { type: "sent"; sent: Sent } | { type: "skipped"; deliveryId: string };
+
+interface Sent {
+  delivery: Delivery;
+  target: Target;
+  request: AttemptRequest;
+  headers: Record<string, string>;
+  response: OutboundResponse;
+  ok: boolean;
+  status: DeliveryStatus;
+  error: string | null;
+}
+
+const LOAD_CHUNK = 500;
+const INSERT_CHUNK = 100;
+
+async function loadDeliveries(deps: Deps, ids: string[]): Promise<Map<string, Delivery>> {
+  const found = new Map<string, Delivery>();
+  const unique = [...new Set(ids)];
+  for (let i = 0; i < unique.length; i += LOAD_CHUNK) {
+    const rows = await deps.db
+      .selectFrom("webhook_deliveries")
+      .selectAll()
+      .where("id", "in", unique.slice(i, i + LOAD_CHUNK))
+      .execute();
+    for (const row of rows) found.set(row.id, row);
+  }
+  return found;
 }
 
 /**
- * Makes one attempt at a delivery and records it: the attempt row, the delivery's status, and the
- * breaker of its webhook. `final` marks a failure as the last attempt (`dead`); `countsForBreaker`
- * is false for test sends.
+ * Starts one attempt at each delivery, all at once, after reading the deliveries and their
+ * targets together; resolves to one promise per request, in order. Nothing is written: pass the
+ * records to `recordAttempts`. A delivery already finished is not sent again (unless replayed),
+ * and one whose target is gone or switched off is to become `skipped`.
  */
-export async function attemptDelivery(
+export async function startAttempts(
   deps: Deps,
-  deliveryId: string,
-  options: {
-    final: boolean;
-    countsForBreaker: boolean;
-    includeInactive?: boolean;
-    /** Re-send with exactly these headers (a replay of an earlier attempt), even if finished. */
-    replayHeaders?: Record<string, string>;
-    signal?: AbortSignal;
-  },
-): Promise<AttemptOutcome | null> {
-  const delivery = await deps.db
-    .selectFrom("webhook_deliveries")
-    .selectAll()
-    .where("id", "=", deliveryId)
-    .executeTakeFirst();
-  if (!delivery) return null;
-  if (TERMINAL.has(delivery.status) && !options.replayHeaders) return { delivery, ok: delivery.status === "succeeded" };
-  const target = await resolveTarget(deps, delivery, options.includeInactive ?? false);
-  if (!target) {
-    const skipped = await deps.db
-      .updateTable("webhook_deliveries")
-      .set({ status: "skipped", updated_at: deps.clock.now().toISOString() })
-      .where("id", "=", deliveryId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    return { delivery: skipped, ok: false };
-  }
+  requests: AttemptRequest[],
+  signal?: AbortSignal,
+): Promise<Array<Promise<Attempt>>> {
+  const deliveries = await loadDeliveries(
+    deps,
+    requests.map((request) => request.deliveryId),
+  );
+  const targets = await resolveTargets(deps, [...deliveries.values()]);
+  return requests.map(async (request): Promise<Attempt> => {
+    const delivery = deliveries.get(request.deliveryId);
+    if (!delivery) return { result: { status: null, ok: false, error: null }, record: null };
+    if (TERMINAL.has(delivery.status) && !request.replayHeaders) {
+      const status = delivery.status as DeliveryStatus;
+      return { result: { status, ok: status === "succeeded", error: null }, record: null };
+    }
+    const target = targets.get(targetKey(delivery.target_type, delivery.target_id));
+    if (!target || (!target.active && !request.includeInactive)) {
+      return {
+        result: { status: "skipped", ok: false, error: null },
+        record: { type: "skipped", deliveryId: delivery.id },
+      };
+    }
+    const sent = await send(deps, delivery, target, request, signal);
+    return { result: { status: sent.status, ok: sent.ok, error: sent.error }, record: { type: "sent", sent } };
+  });
+}
 
+async function send(
+  deps: Deps,
+  delivery: Delivery,
+  target: Target,
+  request: AttemptRequest,
+  signal: AbortSignal | undefined,
+): Promise<Sent> {
   const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
   // Reserved headers come last, and custom ones that name them are dropped, so a webhook's custom
   // headers can never replace Content-Type or an X-Service-* header.
-  const headers = options.replayHeaders ?? {
-    ...withoutReservedHeaders(target.extraHeaders),
+  const headers = request.replayHeaders ?? {
+    ...target.extraHeaders,
     ...fromJsonColumn<Record<string, string>>(delivery.headers, {}),
     ...(target.secret ? signatureHeaders(target.secret, delivery.body, timestamp) : {}),
   };
-  const response = await deps.outbound.post(target.url, headers, delivery.body, options.signal);
+  const response = await deps.outbound.post(target.url, headers, delivery.body, signal);
   const ok = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
   const error = ok ? null : (response.error ?? `HTTP ${response.statusCode}`);
-  const status: DeliveryStatus = ok ? "succeeded" : options.final ? "dead" : "failed";
-  const at = deps.clock.now().toISOString();
+  const status: DeliveryStatus = ok ? "succeeded" : request.final ? "dead" : "failed";
+  return { delivery, target, request, headers, response, ok, status, error };
+}
 
-  const updated = await deps.db.transaction().execute(async (trx) => {
+/**
+ * Writes attempts: one row each, the deliveries' new status (grouped, so a batch of successes is
+ * one statement), skips, and the breakers, counted in the order the attempts were made.
+ */
+export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord[]): Promise<void> {
+  const at = deps.clock.now().toISOString();
+  const sent: Sent[] = [];
+  const skipped: string[] = [];
+  for (const record of records) {
+    if (record.type === "sent") sent.push(record.sent);
+    else skipped.push(record.deliveryId);
+  }
+  if (skipped.length > 0) {
+    await trx
+      .updateTable("webhook_deliveries")
+      .set({ status: "skipped", updated_at: at })
+      .where("id", "in", skipped)
+      .execute();
+  }
+  if (sent.length === 0) return;
+  const attempts = sent.map((s) => ({
+    id: newId("att"),
+    delivery_id: s.delivery.id,
+    attempt: s.delivery.attempts + 1,
+    status_code: s.response.statusCode,
+    latency_ms: Math.round(s.response.latencyMs),
+    error: s.error,
+    response_body: s.response.body,
+    request_headers: toJsonColumn(s.headers),
+    created_at: at,
+  }));
+  for (let i = 0; i < attempts.length; i += INSERT_CHUNK) {
     await trx
       .insertInto("webhook_attempts")
-      .values({
-        id: newId("att"),
-        delivery_id: deliveryId,
-        attempt: delivery.attempts + 1,
-        status_code: response.statusCode,
-        latency_ms: Math.round(response.latencyMs),
-        error,
-        response_body: response.body,
-        request_headers: toJsonColumn(headers),
-        created_at: at,
-      })
+      .values(attempts.slice(i, i + INSERT_CHUNK))
       .execute();
-    const row = await trx
+  }
+  const groups = new Map<string, { s: Sent; ids: string[] }>();
+  for (const s of sent) {
+    const key = JSON.stringify([s.status, s.response.statusCode, s.error]);
+    const group = groups.get(key);
+    if (group) group.ids.push(s.delivery.id);
+    else groups.set(key, { s, ids: [s.delivery.id] });
+  }
+  for (const { s, ids } of groups.values()) {
+    await trx
       .updateTable("webhook_deliveries")
       .set((eb) => ({
-        status,
+        status: s.status,
         attempts: eb("attempts", "+", 1),
-        last_status_code: response.statusCode,
-        last_error: error,
+        last_status_code: s.response.statusCode,
+        last_error: s.error,
         updated_at: at,
       }))
-      .where("id", "=", deliveryId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    if (target.webhookId && options.countsForBreaker) {
-      if (ok && target.failures > 0) {
+      .where("id", "in", ids)
+      .execute();
+  }
+  // Breakers: the counter as read, moved attempt by attempt, so exactly the attempt that takes it
+  // to the threshold trips it, and a success needs a write only when the counter is above 0.
+  const counters = new Map<string, number>();
+  for (const s of sent) {
+    const webhookId = s.target.webhookId;
+    if (!webhookId || !s.request.countsForBreaker) continue;
+    const failures = counters.get(webhookId) ?? s.target.failures;
+    if (s.ok) {
+      if (failures > 0) {
         await trx
           .updateTable("webhooks")
           .set({ consecutive_failures: 0 })
-          .where("id", "=", target.webhookId)
+          .where("id", "=", webhookId)
           .where("consecutive_failures", ">", 0)
           .execute();
-      } else if (!ok) {
-        await recordFailure(trx, deps, target.webhookId, at);
       }
+      counters.set(webhookId, 0);
+    } else {
+      counters.set(webhookId, await recordFailure(trx, deps, webhookId, at));
     }
-    return row;
-  });
-  return { delivery: updated, ok };
+  }
+}
+
+/** Makes and records one attempt, in a transaction of its own. */
+export async function attemptDelivery(
+  deps: Deps,
+  deliveryId: string,
+  options: Omit<AttemptRequest, "deliveryId"> & { signal?: AbortSignal },
+): Promise<AttemptResult> {
+  const { signal, ...request } = options;
+  const [started] = await startAttempts(deps, [{ deliveryId, ...request }], signal);
+  const attempt = (await started) as Attempt;
+  const { record } = attempt;
+  if (record) await deps.db.transaction().execute((trx) => recordAttempts(trx, deps, [record]));
+  return attempt.result;
 }
 
 /**
@@ -190,14 +327,15 @@ export async function attemptDelivery(
  * webhook is switched off with a reason, its org's admins are notified and the audit log says
  * so. Only the attempt that moves the counter to the threshold does this, once.
  */
-async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string): Promise<void> {
+async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string): Promise<number> {
   const hook = await trx
     .updateTable("webhooks")
     .set((eb) => ({ consecutive_failures: eb("consecutive_failures", "+", 1), last_failure_at: at }))
     .where("id", "=", webhookId)
     .returning(["id", "org_id", "project_id", "url", "active", "consecutive_failures"])
     .executeTakeFirst();
-  if (!hook?.active || hook.consecutive_failures < BREAKER_THRESHOLD) return;
+  if (!hook) return 0;
+  if (!hook.active || hook.consecutive_failures < BREAKER_THRESHOLD) return hook.consecutive_failures;
   const reason = `disabled after ${BREAKER_THRESHOLD} consecutive failed deliveries`;
   await trx
     .updateTable("webhooks")
@@ -217,6 +355,7 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
     body: `${hook.url} was ${reason}. Fix the receiver, then resume it with PATCH {"active": true}.`,
     data: { webhookId: hook.id, projectId: hook.project_id },
   });
+  return hook.consecutive_failures;
 }
 
 /**
@@ -241,6 +380,8 @@ export async function sendTestDelivery(
 }
 
 const RETENTION_BATCH = 1_000;
+/** Deliveries claimed, sent and recorded together by one worker slot. */
+const DELIVERY_BATCH = 64;
 const DAY_MS = 86_400_000;
 
 /**
@@ -248,10 +389,10 @@ const DAY_MS = 86_400_000;
  * `maxAttempts`. And the daily retention job, which deletes deliveries (with their attempts)
  * older than WEBHOOK_DELIVERIES_RETENTION_DAYS, in batches; 0 keeps everything.
  */
-export function deliveryJobs(deps: Deps): JobHandlers {
+export function deliveryJobs(deps: Deps) {
   return {
     "webhooks.retention": {
-      async handle() {
+      async handle(_payload: Record<string, unknown>, _run: JobRun): Promise<void> {
         const days = deps.config.webhookDeliveriesRetentionDays;
         if (days === 0) return;
         const cutoff = new Date(deps.clock.now().getTime() - days * DAY_MS).toISOString();
@@ -273,19 +414,36 @@ export function deliveryJobs(deps: Deps): JobHandlers {
       },
     },
     "webhook.deliver": {
+      batchSize: DELIVERY_BATCH,
+      maxInFlight: deps.config.webhookConcurrency,
       backoffBaseMs: deps.config.webhookBackoffBaseMs,
-      async handle(payload, run) {
-        const outcome = await attemptDelivery(deps, String(payload.deliveryId), {
-          final: run.job.attempts >= run.job.max_attempts,
-          countsForBreaker: true,
-          signal: run.signal,
+      async handleBatch(runs, signal) {
+        const attempts = await startAttempts(
+          deps,
+          runs.map(({ job, payload }) => ({
+            deliveryId: String(payload.deliveryId),
+            final: job.attempts >= job.max_attempts,
+            countsForBreaker: true,
+          })),
+          signal,
+        );
+        return attempts.map(async (attempt): Promise<JobResult> => {
+          const { result, record } = await attempt;
+          const failed = result.status === "failed" || result.status === "dead";
+          return {
+            error: failed ? new Error(`delivery failed: ${result.error ?? "unknown error"}`) : null,
+            data: record,
+          };
         });
-        if (outcome && !outcome.ok && outcome.delivery.status !== "skipped") {
-          throw new Error(`delivery failed: ${outcome.delivery.last_error ?? "unknown error"}`);
-        }
       },
+      record: (trx, records) =>
+        recordAttempts(
+          trx,
+          deps,
+          records.filter((record): record is AttemptRecord => record !== null && record !== undefined),
+        ),
     },
-  };
+  } satisfies JobHandlers;
 }
 
 export const deliverySchedule: RecurringJob[] = [
