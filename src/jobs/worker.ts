@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { Selectable, UpdateQueryBuilder, UpdateResult } from "kysely";
 import pg from "pg";
 import type { Db } from "../db/database.ts";
@@ -341,6 +342,8 @@ export class Worker {
   /** Runs `work` with an AbortSignal that fires after `timeoutMs`; rejects then too. */
   private async withTimeout<T>(timeoutMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const controller = new AbortController();
+    // A batch's jobs all listen on this one signal.
+    setMaxListeners(0, controller.signal);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {

@@ -37,50 +37,70 @@ function deliveryIdFor(eventId: string, webhookId: string): string {
   return `dlv_${createHash("sha256").update(`${eventId}:${webhookId}`).digest("hex").slice(0, 26)}`;
 }
 
+/** Passes for one project start at most this often, so a busy project's events go in batches. */
+const PASS_INTERVAL_MS = 5;
+/** How often a process writing to a project refreshes its durable hint. */
+const HINT_REFRESH_MS = 30_000;
+/** A hint not refreshed for this long, over an empty outbox, is cleared by the sweep. */
+const HINT_TTL_MS = 2 * HINT_REFRESH_MS;
+
 /**
  * Turns workspace outbox events into deliveries. A workspace database (a SQLite file of its own)
  * cannot commit together with the control database, so each change writes its event to the
  * workspace's outbox in its own transaction, and this moves events on: for each event, one
  * delivery and one `webhook.deliver` job per matching active hook, written in one control-plane
  * transaction, then the events leave the outbox. A crash between the two steps dispatches the
- * events again, and deterministic delivery ids make that a no-op.
+ * events again, and deterministic delivery ids make that a no-op. Passes for a busy project run
+ * at most every PASS_INTERVAL_MS and take everything that has accumulated.
  *
  * Which projects may hold undispatched events is kept in `workspace_outbox_hints`, written before
- * the change; the recurring sweep dispatches every hinted project, and a full sweep at start-up
- * looks at every workspace, so no event waits forever after a crash.
+ * the first change and refreshed every HINT_REFRESH_MS while changes go on; the recurring sweep
+ * dispatches every hinted project and clears hints that went stale over an empty outbox, and a
+ * full sweep at start-up looks at every workspace, so no event waits forever after a crash.
  */
 export class WorkspaceDispatcher {
-  private readonly hinted = new Set<string>();
+  /** When this process last wrote each project's hint. */
+  private readonly hinted = new Map<string, number>();
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
+  private readonly lastStart = new Map<string, number>();
 
   constructor(
     private readonly deps: Deps,
     private readonly databases: WorkspaceDatabases,
   ) {}
 
-  /** Before a change: remember (durably, once) that this project's outbox may need dispatch. */
+  /** Before a change: make sure (durably) this project's outbox is known to need dispatch. */
   async markPending(projectId: string): Promise<void> {
-    if (this.hinted.has(projectId)) return;
+    const now = Date.now();
+    const written = this.hinted.get(projectId);
+    if (written !== undefined && now - written < HINT_REFRESH_MS) return;
+    const at = this.deps.clock.now().toISOString();
     await this.deps.db
       .insertInto("workspace_outbox_hints")
-      .values({ project_id: projectId, created_at: this.deps.clock.now().toISOString() })
-      .onConflict((oc) => oc.column("project_id").doNothing())
+      .values({ project_id: projectId, created_at: at })
+      .onConflict((oc) => oc.column("project_id").doUpdateSet({ created_at: at }))
       .execute();
-    this.hinted.add(projectId);
+    this.hinted.set(projectId, now);
   }
 
-  /** After a change commits: dispatch soon; overlapping requests coalesce into one more pass. */
+  /** After a change commits: dispatch soon; changes meanwhile coalesce into the next pass. */
   schedule(projectId: string): void {
     if (this.running.has(projectId)) {
       this.again.add(projectId);
       return;
     }
-    const run = this.dispatch(projectId)
+    const wait = Math.max(0, (this.lastStart.get(projectId) ?? 0) + PASS_INTERVAL_MS - Date.now());
+    const run = new Promise<void>((resolve) => (wait > 0 ? setTimeout(resolve, wait) : setImmediate(resolve)))
+      .then(() => {
+        this.lastStart.set(projectId, Date.now());
+        return this.dispatch(projectId);
+      })
       .catch((error: unknown) => this.deps.log.error({ err: error, projectId }, "dispatching workspace events failed"))
       .finally(() => {
         this.running.delete(projectId);
         if (this.again.delete(projectId)) this.schedule(projectId);
+        else this.lastStart.delete(projectId);
       });
     this.running.set(projectId, run);
   }
@@ -90,30 +110,43 @@ export class WorkspaceDispatcher {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
   }
 
+  /** Moves everything in the project's outbox on. */
   async dispatch(projectId: string): Promise<void> {
     const db = this.databases.get(projectId);
     if (!db) return;
     for (;;) {
       const events = await db.selectFrom("events").selectAll().orderBy("id").limit(BATCH).execute();
-      if (events.length > 0) {
-        await this.deliver(projectId, events);
-        await db
-          .deleteFrom("events")
-          .where(
-            "id",
-            "in",
-            events.map((e) => e.id as string),
-          )
-          .execute();
-        if (events.length === BATCH) continue;
-      }
-      // Clear the hint, then look once more: an event committed meanwhile keeps it set.
-      this.hinted.delete(projectId);
-      await this.deps.db.deleteFrom("workspace_outbox_hints").where("project_id", "=", projectId).execute();
-      const late = await db.selectFrom("events").select("id").limit(1).executeTakeFirst();
-      if (!late) return;
-      await this.markPending(projectId);
+      if (events.length === 0) return;
+      await this.deliver(projectId, events);
+      await db
+        .deleteFrom("events")
+        .where(
+          "id",
+          "in",
+          events.map((e) => e.id as string),
+        )
+        .execute();
+      if (events.length < BATCH) return;
     }
+  }
+
+  /**
+   * Dispatches a hinted project, then clears its hint if nobody refreshed it for HINT_TTL_MS and
+   * the outbox is empty; an event that slipped in meanwhile puts the hint back.
+   */
+  private async sweepOne(projectId: string): Promise<void> {
+    await this.dispatch(projectId);
+    const staleBefore = new Date(this.deps.clock.now().getTime() - HINT_TTL_MS).toISOString();
+    const cleared = await this.deps.db
+      .deleteFrom("workspace_outbox_hints")
+      .where("project_id", "=", projectId)
+      .where("created_at", "<", staleBefore)
+      .executeTakeFirst();
+    if (Number(cleared.numDeletedRows) === 0) return;
+    this.hinted.delete(projectId);
+    const db = this.databases.get(projectId);
+    const late = db ? await db.selectFrom("events").select("id").limit(1).executeTakeFirst() : undefined;
+    if (late) await this.markPending(projectId);
   }
 
   private async deliver(projectId: string, events: Record<string, unknown>[]): Promise<void> {
@@ -198,7 +231,7 @@ export class WorkspaceDispatcher {
           .execute()
       : await this.deps.db.selectFrom("workspace_outbox_hints").select("project_id").execute();
     for (const { project_id } of projects) {
-      await this.dispatch(project_id).catch((error: unknown) =>
+      await (all ? this.dispatch(project_id) : this.sweepOne(project_id)).catch((error: unknown) =>
         this.deps.log.error({ err: error, projectId: project_id }, "sweeping a workspace outbox failed"),
       );
     }
