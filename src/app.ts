@@ -164,18 +164,24 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
 
   const app = createRouter();
   app.use("*", requestContext(deps.log, config.trustProxy));
-  const limitBody = bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: (c) => {
-      // The rest of the body is left unread, so this connection cannot carry another request.
-      c.header("Connection", "close");
-      throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
-    },
-  });
+  const tooLarge = (c: Context): never => {
+    // The rest of the body is left unread, so this connection cannot carry another request.
+    c.header("Connection", "close");
+    throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
+  };
+  const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
   // Reads carry no body; skipping them keeps the request from being materialised for nothing.
-  // Workspace file uploads stream to disk under their own limit (MAX_FILE_BYTES).
-  const limitWrites = (c: Context<AppEnv>, next: () => Promise<void>) =>
-    BODYLESS_METHODS.has(c.req.method) || FILE_UPLOAD.test(c.req.path) ? next() : limitBody(c, next);
+  // A body framed by Content-Length cannot outgrow it (Node's parser enforces the framing), so
+  // the header decides; only chunked bodies are counted as they stream. Workspace file uploads
+  // stream to disk under their own limit (MAX_FILE_BYTES).
+  const limitWrites = (c: Context<AppEnv>, next: () => Promise<void>) => {
+    if (BODYLESS_METHODS.has(c.req.method) || FILE_UPLOAD.test(c.req.path)) return next();
+    const length = c.req.header("content-length");
+    if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
+      return Number(length) > MAX_BODY_BYTES ? tooLarge(c) : next();
+    }
+    return limitBody(c, next);
+  };
   app.use("/api/*", limitWrites);
   app.use("/w/*", limitWrites);
   app.route("/api", api);

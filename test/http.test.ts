@@ -89,6 +89,27 @@ describe("error envelope", () => {
     expectEnvelope(res.body, "PAYLOAD_TOO_LARGE");
   });
 
+  it("answers a chunked body (no Content-Length) that grows over 1 MiB with 413", async () => {
+    const chunk = "x".repeat(64 * 1024);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        // A JSON string that never ends: only the running count can stop it.
+        controller.enqueue(new TextEncoder().encode(sent === 0 ? `{"preferences":{"blob":"${chunk}` : chunk));
+        sent += chunk.length;
+        if (sent > 2 * 1024 * 1024) controller.close();
+      },
+    });
+    const res = await fetch(`${app.url}/api/account`, {
+      method: "PATCH",
+      headers: { "content-type": "application/json", cookie: owner.cookie },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    expectEnvelope(await res.json(), "PAYLOAD_TOO_LARGE");
+  });
+
   it("accepts a body just under 1 MiB", async () => {
     const res = await call(app, "PATCH", "/account", {
       cookie: owner.cookie,

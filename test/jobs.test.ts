@@ -294,3 +294,82 @@ describe("backoff", () => {
     expect(backoffMs(1, 5_000, () => 1)).toBe(6_000);
   });
 });
+
+describe("batch handlers", () => {
+  /** Records each job's payload `n` through `record`, in the transaction that settles it. */
+  function counting(seen: number[], recorded: number[], fail: Set<number> = new Set()): JobHandlers {
+    return {
+      "test.batch": {
+        batchSize: 8,
+        maxInFlight: 32,
+        backoffBaseMs: 10,
+        async handleBatch(runs) {
+          return runs.map(async ({ payload }) => {
+            const n = Number(payload.n);
+            seen.push(n);
+            return { error: fail.has(n) ? new Error(`job ${n} failed`) : null, data: n };
+          });
+        },
+        async record(_trx, data) {
+          recorded.push(...(data as number[]));
+        },
+      },
+    };
+  }
+
+  it("runs many jobs in batches, records each once, and settles them all", async () => {
+    const seen: number[] = [];
+    const recorded: number[] = [];
+    await runWorker(counting(seen, recorded));
+    await deps.db
+      .transaction()
+      .execute((trx) =>
+        deps.jobs.enqueue(
+          trx,
+          ...Array.from({ length: 100 }, (_, n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 1 })),
+        ),
+      );
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.length === 100 && rows.every((row) => row.status === "succeeded");
+    });
+    expect([...seen].sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, n) => n));
+    expect([...recorded].sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, n) => n));
+  });
+
+  it("retries only the jobs of a batch that failed, and never runs jobs whose transaction rolled back", async () => {
+    const seen: number[] = [];
+    const recorded: number[] = [];
+    await runWorker(counting(seen, recorded, new Set([3])));
+    await deps.db
+      .transaction()
+      .execute(async (trx) => {
+        await deps.jobs.enqueue(trx, { kind: "test.batch", payload: { n: 99 } });
+        throw new Error("roll back");
+      })
+      .catch(() => {});
+    await deps.db
+      .transaction()
+      .execute((trx) =>
+        deps.jobs.enqueue(trx, ...[1, 2, 3].map((n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 2 }))),
+      );
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.length === 3 && rows.every((row) => row.status === "succeeded" || row.status === "dead");
+    });
+    const rows = await deps.db
+      .selectFrom("jobs")
+      .select(["payload", "status", "attempts"])
+      .orderBy("payload")
+      .execute();
+    expect(rows.map((row) => [JSON.parse(row.payload).n, row.status, row.attempts])).toEqual([
+      [1, "succeeded", 1],
+      [2, "succeeded", 1],
+      [3, "dead", 2],
+    ]);
+    // The rolled-back job was never run (on SQLite it was handed over, but its row never existed).
+    expect(seen.filter((n) => n === 3)).toHaveLength(2);
+    expect(seen).not.toContain(99);
+    expect(recorded).not.toContain(99);
+  });
+});

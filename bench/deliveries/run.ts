@@ -42,6 +42,7 @@
  *   BENCH_ONLY            comma list of scenarios (all): sqlite, pg-1w, pg-2w, sqlite-rate, pg-rate
  *   BENCH_PG_URL          PostgreSQL maintenance database                   (postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_CPU_PROF        a directory: Plinth children run with --cpu-prof writing there
+ *   BENCH_NODE_ARGS       extra node flags for the Plinth children, space-separated (e.g. --import <preload>)
  *   BENCH_SKIP_BUILD      1: use dist/ as it is
  *   BENCH_DIST            a compiled build to run instead of dist/ (implies no build), to compare a change
  *   BENCH_VERBOSE         1: pass the children's output through
@@ -249,7 +250,8 @@ function plinthArgs(label: string, command: "serve" | "worker"): string[] {
     mkdirSync(dir, { recursive: true });
     args.push("--cpu-prof", `--cpu-prof-dir=${dir}`);
   }
-  return [...args, "--max-semi-space-size=32", path.join(DIST, "main.js"), command];
+  const extra = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  return [...args, ...extra, "--max-semi-space-size=32", path.join(DIST, "main.js"), command];
 }
 
 interface Serve extends Child {

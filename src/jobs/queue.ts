@@ -1,6 +1,7 @@
-import { sql } from "kysely";
+import { type Selectable, sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db, Dialect } from "../db/database.ts";
+import type { JobsTable } from "../db/schema.ts";
 import { newId } from "../lib/ids.ts";
 import { toJsonColumn } from "../lib/json.ts";
 
@@ -26,6 +27,22 @@ export interface JobSpec {
 }
 
 export const DEFAULT_MAX_ATTEMPTS = 10;
+/** A lease outlives the job's timeout by this much, so a slow but live worker keeps its job. */
+export const LEASE_MARGIN_MS = 5_000;
+const INSERT_CHUNK = 500;
+
+export type Job = Selectable<JobsTable>;
+
+/** See `JobQueue.setLocalTaker`. */
+export interface LocalTaker {
+  readonly id: string;
+  /** How many of `count` new due jobs of `kind` the worker takes now (0 for kinds it claims itself). */
+  reserve(kind: string, count: number): number;
+  /** Gives back reserved room for jobs that were not inserted after all. */
+  release(kind: string, count: number): void;
+  /** The taken jobs, once the enqueuing transaction is done. */
+  adopt(jobs: Job[]): void;
+}
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
@@ -34,9 +51,10 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
  * workers in other processes by NOTIFY (PostgreSQL) or by their next poll.
  */
 export class JobQueue {
-  private readonly listeners = new Set<() => void>();
+  private readonly listeners = new Set<(kinds: readonly string[]) => void>();
 
   private readonly channel: string;
+  private taker: LocalTaker | undefined;
 
   constructor(
     private readonly dialect: Dialect,
@@ -46,50 +64,98 @@ export class JobQueue {
     this.channel = jobsChannel(schema);
   }
 
+  /**
+   * A worker in this process that takes new jobs straight away (SQLite only): jobs it reserves
+   * are inserted already claimed by it, and handed over once the transaction is done, saving the
+   * claim's own transaction. Every SQLite query shares one connection, so the worker's first
+   * read of them queues behind the enqueuing transaction and sees it committed (or, after a
+   * rollback, sees nothing and has nothing to do). If this process dies, the lease lapses and
+   * any worker claims them as usual.
+   */
+  setLocalTaker(taker: LocalTaker | undefined): void {
+    this.taker = this.dialect === "sqlite" ? taker : undefined;
+  }
+
   /** Inserts the jobs; pass the open transaction of the change that causes them. */
   async enqueue(db: Db, ...specs: JobSpec[]): Promise<void> {
     if (specs.length === 0) return;
     const now = this.clock.now();
     const at = now.toISOString();
-    await db
-      .insertInto("jobs")
-      .values(
-        specs.map((spec) => ({
-          id: newId("job", now),
-          kind: spec.kind,
-          payload: toJsonColumn(spec.payload) ?? "{}",
-          status: "pending",
-          attempts: 0,
-          max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-          timeout_ms: spec.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-          run_at: (spec.runAt ?? now).toISOString(),
-          lease_until: null,
-          locked_by: null,
-          last_error: null,
-          idempotency_key: spec.idempotencyKey ?? null,
-          created_at: at,
-          updated_at: at,
-          finished_at: null,
-        })),
-      )
-      .onConflict((oc) => oc.column("idempotency_key").doNothing())
-      .execute();
+    const rows: Job[] = specs.map((spec) => ({
+      id: newId("job", now),
+      kind: spec.kind,
+      payload: toJsonColumn(spec.payload) ?? "{}",
+      status: "pending",
+      attempts: 0,
+      max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+      timeout_ms: spec.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      run_at: (spec.runAt ?? now).toISOString(),
+      lease_until: null,
+      locked_by: null,
+      last_error: null,
+      idempotency_key: spec.idempotencyKey ?? null,
+      created_at: at,
+      updated_at: at,
+      finished_at: null,
+    }));
+    const taker = this.taker;
+    const taken = new Map<string, Job[]>();
+    if (taker) {
+      for (const row of rows) {
+        if (row.run_at > at) continue;
+        const mine = taken.get(row.kind) ?? [];
+        taken.set(row.kind, mine);
+        mine.push(row);
+      }
+      for (const [kind, mine] of taken) {
+        const count = taker.reserve(kind, mine.length);
+        mine.length = count;
+        for (const row of mine) {
+          row.status = "running";
+          row.attempts = 1;
+          row.locked_by = taker.id;
+          row.lease_until = new Date(now.getTime() + row.timeout_ms + LEASE_MARGIN_MS).toISOString();
+        }
+      }
+    }
+    const inserted = new Set<string>();
+    for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+      const query = db
+        .insertInto("jobs")
+        .values(rows.slice(i, i + INSERT_CHUNK))
+        .onConflict((oc) => oc.column("idempotency_key").doNothing());
+      if (taken.size === 0) await query.execute();
+      else for (const { id } of await query.returning("id").execute()) inserted.add(id);
+    }
+    if (taker && taken.size > 0) {
+      // A job whose idempotency key already existed was not inserted: it is not ours to run.
+      const adopted: Job[] = [];
+      for (const [kind, mine] of taken) {
+        const kept = mine.filter((row) => inserted.has(row.id));
+        taker.release(kind, mine.length - kept.length);
+        adopted.push(...kept);
+      }
+      if (adopted.length > 0) setImmediate(() => taker.adopt(adopted));
+    }
+    // Kinds with jobs left for a claim (all of them, unless a local taker took every one).
+    const kinds = [...new Set(rows.filter((row) => row.status === "pending").map((row) => row.kind))];
     if (this.dialect === "postgres") {
-      await sql`select pg_notify(${this.channel}, '')`.execute(db);
-    } else {
+      await sql`select pg_notify(${this.channel}, ${kinds.join(",")})`.execute(db);
+    } else if (kinds.length > 0) {
       // Every SQLite query shares one connection, so a worker woken now queues behind the
       // caller's transaction and claims only after it commits.
-      setImmediate(() => this.wake());
+      setImmediate(() => this.wake(kinds));
     }
   }
 
-  onWake(listener: () => void): () => void {
+  /** `listener` hears the kinds of every local enqueue. */
+  onWake(listener: (kinds: readonly string[]) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  wake(): void {
-    for (const listener of this.listeners) listener();
+  wake(kinds: readonly string[]): void {
+    for (const listener of this.listeners) listener(kinds);
   }
 }
 

@@ -6,9 +6,10 @@ import type { Database, JobsTable } from "../db/schema.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
-import { backoffMs, jobsChannel } from "./queue.ts";
+import { backoffMs, type Job, jobsChannel, LEASE_MARGIN_MS, type LocalTaker } from "./queue.ts";
 
-export type Job = Selectable<JobsTable>;
+export type { Job };
+
 type UpdateJobs = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
 
 export interface JobRun {
@@ -89,8 +90,6 @@ export interface WorkerOptions {
   recurring?: RecurringJob[];
 }
 
-/** A lease outlives the job's timeout by this much, so a slow but live worker keeps its job. */
-const LEASE_MARGIN_MS = 5_000;
 const DEFAULT_BACKOFF_BASE_MS = 5_000;
 const SCHEDULE_TICK_MS = 15_000;
 const MAX_ERROR_LENGTH = 2_000;
@@ -107,7 +106,7 @@ const MAX_BATCH_CLAIM = 256;
  * `max_attempts`, then the job is dead-lettered (`dead`) and kept for inspection. On PostgreSQL
  * claims use `FOR UPDATE SKIP LOCKED`, so any number of workers share the queue.
  */
-export class Worker {
+export class Worker implements LocalTaker {
   readonly id = newId("wrk");
   /** Running handler calls: single jobs by id, batches by the id of their first job. */
   private readonly running = new Map<string, Promise<void>>();
@@ -120,6 +119,9 @@ export class Worker {
   private loopDone: Promise<void> | undefined;
   private wakeUp: (() => void) | undefined;
   private woken = false;
+  /** Kinds to look at on the next claim: named by an enqueue, or a claim that filled up. */
+  private readonly hinted = new Set<string>();
+  private nextFullLook = 0;
   private nextLocalRetry = Number.POSITIVE_INFINITY;
   private listener: pg.Client | undefined;
   private unsubscribe: (() => void) | undefined;
@@ -143,7 +145,8 @@ export class Worker {
   }
 
   async start(): Promise<void> {
-    this.unsubscribe = this.deps.jobs.onWake(() => this.wake());
+    this.unsubscribe = this.deps.jobs.onWake((kinds) => this.wake(kinds));
+    this.deps.jobs.setLocalTaker(this);
     if (this.deps.dialect === "postgres") await this.listen();
     if (this.options.recurring?.length) {
       await this.scheduleRecurring();
@@ -156,6 +159,7 @@ export class Worker {
   /** Stops claiming, waits up to `graceMs` for running jobs, then hands unfinished ones back. */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
+    this.deps.jobs.setLocalTaker(undefined);
     clearInterval(this.scheduleTimer);
     this.unsubscribe?.();
     this.wake();
@@ -174,8 +178,13 @@ export class Worker {
     await this.listener?.end().catch(() => {});
   }
 
-  /** Ends the current sleep, or the next one if the loop is busy claiming (no wake-up is lost). */
-  private wake(): void {
+  /**
+   * Ends the current sleep, or the next one if the loop is busy claiming (no wake-up is lost).
+   * `kinds`: what was enqueued (looked at next); none named means a full look.
+   */
+  private wake(kinds?: readonly string[]): void {
+    if (kinds === undefined) this.nextFullLook = 0;
+    else for (const kind of kinds) this.hinted.add(kind);
     this.woken = true;
     this.wakeUp?.();
   }
@@ -194,7 +203,7 @@ export class Worker {
 
   private async sleep(): Promise<void> {
     if (!this.woken && !this.stopping) {
-      const wait = Math.max(0, Math.min(this.pollMs, this.nextLocalRetry - Date.now()));
+      const wait = Math.max(0, Math.min(this.nextFullLook, this.nextLocalRetry) - Date.now());
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         this.wakeUp = () => {
@@ -205,7 +214,10 @@ export class Worker {
       this.wakeUp = undefined;
     }
     this.woken = false;
-    if (this.nextLocalRetry <= Date.now()) this.nextLocalRetry = Number.POSITIVE_INFINITY;
+    if (this.nextLocalRetry <= Date.now()) {
+      this.nextLocalRetry = Number.POSITIVE_INFINITY;
+      this.nextFullLook = 0;
+    }
   }
 
   /**
@@ -216,14 +228,22 @@ export class Worker {
   private async claim(): Promise<boolean> {
     const { db, dialect, clock } = this.deps;
     const { concurrency } = this.options;
+    // A full look (every known kind, lapsed leases, unknown kinds) at start, on every poll and
+    // when a local retry falls due; in between, only the kinds an enqueue named or that had more.
+    const fullLook = Date.now() >= this.nextFullLook;
+    if (fullLook) this.nextFullLook = Date.now() + this.pollMs;
     const wants: Array<[string, number]> = [];
     for (const [kind, capacity] of this.batchKinds) {
+      if (!fullLook && !this.hinted.has(kind)) continue;
       const room = capacity - (this.inFlight.get(kind) ?? 0);
       // Under load, wait for a useful amount of room rather than claim a job or two at a time.
       if (room >= Math.max(1, Math.floor(capacity / 4))) wants.push([kind, Math.min(room, MAX_BATCH_CLAIM)]);
     }
     const singleRoom = concurrency - this.runningSingles;
-    if (wants.length === 0 && singleRoom <= 0) return false;
+    const singles = fullLook || this.singleKinds.some((kind) => this.hinted.has(kind)) ? singleRoom : 0;
+    if (wants.length === 0 && singles <= 0) return false;
+    for (const [kind] of wants) this.hinted.delete(kind);
+    if (singles > 0) for (const kind of this.singleKinds) this.hinted.delete(kind);
 
     const { claimed, full } = await db.transaction().execute(async (trx) => {
       const now = clock.now();
@@ -244,17 +264,22 @@ export class Worker {
       // Each batchable kind, then the other known kinds, by the (status, kind, run_at) index.
       for (const [kind, limit] of wants) {
         const rows = await due(limit).where("kind", "=", kind).execute();
-        full ||= rows.length === limit;
+        // A full claim may have left more behind: look at this kind again next time.
+        if (rows.length === limit) {
+          full = true;
+          this.hinted.add(kind);
+        }
         candidates.push(...rows);
       }
-      let slots = singleRoom;
+      let slots = singles;
       if (slots > 0 && this.singleKinds.length > 0) {
         const rows = await due(slots).where("kind", "in", this.singleKinds).execute();
         slots -= rows.length;
+        if (slots === 0) for (const kind of this.singleKinds) this.hinted.add(kind);
         candidates.push(...rows);
       }
       // Jobs whose lease lapsed, by (status, lease_until).
-      if (slots > 0) {
+      if (fullLook && slots > 0) {
         let lapsed = trx
           .selectFrom("jobs")
           .select(["id", "kind", "timeout_ms"])
@@ -268,7 +293,7 @@ export class Worker {
         candidates.push(...rows);
       }
       // Only when nothing known is due: kinds no handler here knows, which are dead-lettered.
-      if (candidates.length === 0 && slots > 0) {
+      if (fullLook && candidates.length === 0 && slots > 0) {
         const known = [...this.batchKinds.map(([kind]) => kind), ...this.singleKinds];
         let unknown = due(slots);
         if (known.length > 0) unknown = unknown.where("kind", "not in", known);
@@ -276,7 +301,7 @@ export class Worker {
         slots -= rows.length;
         candidates.push(...rows);
       }
-      full ||= singleRoom > 0 && slots === 0;
+      full ||= singles > 0 && slots === 0;
       if (candidates.length === 0) return { claimed: [], full: false };
 
       const byTimeout = new Map<number, string[]>();
@@ -307,8 +332,29 @@ export class Worker {
     return full;
   }
 
+  reserve(kind: string, count: number): number {
+    const capacity = this.batchKinds.find(([batchKind]) => batchKind === kind)?.[1];
+    if (this.stopping || capacity === undefined) return 0;
+    const taken = Math.max(0, Math.min(count, capacity - (this.inFlight.get(kind) ?? 0)));
+    this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + taken);
+    return taken;
+  }
+
+  release(kind: string, count: number): void {
+    if (count > 0) this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - count);
+  }
+
+  adopt(jobs: Job[]): void {
+    // Stopping: the leases are released (or lapse) and the jobs are claimed again.
+    if (this.stopping) {
+      for (const job of jobs) this.release(job.kind, 1);
+      return;
+    }
+    this.launchAll(jobs, true);
+  }
+
   /** Starts claimed jobs: batches per batchable kind, single jobs one by one. */
-  private launchAll(jobs: Job[]): void {
+  private launchAll(jobs: Job[], reserved = false): void {
     const batches = new Map<string, Job[]>();
     for (const job of jobs) {
       const handler = this.handlers[job.kind];
@@ -326,8 +372,8 @@ export class Worker {
       batch.sort((a, b) => (a.run_at < b.run_at ? -1 : a.run_at > b.run_at ? 1 : 0));
       for (let i = 0; i < batch.length; i += handler.batchSize) {
         const part = batch.slice(i, i + handler.batchSize);
-        this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + part.length);
-        this.track(part[0]?.id ?? kind, this.executeBatch(part, handler));
+        if (!reserved) this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + part.length);
+        this.track(part[0]?.id ?? kind, this.executeBatch(part, handler, reserved));
       }
     }
   }
@@ -375,7 +421,7 @@ export class Worker {
       }
     } finally {
       this.runningSingles--;
-      this.wake();
+      this.wake(this.singleKinds);
     }
   }
 
@@ -383,9 +429,13 @@ export class Worker {
    * Runs a batch under one deadline (the longest of its jobs' timeouts). Each job's result joins
    * the next group commit as soon as it is ready.
    */
-  private async executeBatch(jobs: Job[], handler: BatchJobHandler): Promise<void> {
+  private async executeBatch(claimed: Job[], handler: BatchJobHandler, adopted: boolean): Promise<void> {
+    const kind = claimed[0]?.kind ?? "";
+    // Jobs handed over at enqueue exist only if that transaction committed.
+    const jobs = adopted ? await this.committed(claimed) : claimed;
+    if (jobs.length < claimed.length) this.release(kind, claimed.length - jobs.length);
+    if (jobs.length === 0) return;
     const timeoutMs = Math.max(...jobs.map((job) => job.timeout_ms));
-    const kind = jobs[0]?.kind ?? "";
     let left = jobs.length;
     await this.withTimeout(timeoutMs, async (signal) => {
       const deadline = new Promise<never>((_, reject) =>
@@ -425,6 +475,27 @@ export class Worker {
     this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - left);
   }
 
+  private async committed(jobs: Job[]): Promise<Job[]> {
+    try {
+      const rows = await this.deps.db
+        .selectFrom("jobs")
+        .select("id")
+        .where(
+          "id",
+          "in",
+          jobs.map((job) => job.id),
+        )
+        .where("locked_by", "=", this.id)
+        .execute();
+      const found = new Set(rows.map((row) => row.id));
+      return jobs.filter((job) => found.has(job.id));
+    } catch (error) {
+      // Unknown: leave them to their leases, which lapse and let a claim run them.
+      this.deps.log.error({ err: error }, "checking handed-over jobs failed");
+      return [];
+    }
+  }
+
   /** Queues a finished batch job for the next group commit; resolves once it is written. */
   private commit(job: Job, outcome: Outcome, data: unknown): Promise<void> {
     return new Promise((done) => {
@@ -457,7 +528,7 @@ export class Worker {
         for (const item of group) await this.commitAlone(item);
       }
       for (const item of group) item.done();
-      this.wake();
+      this.wake([]);
     }
     this.flushing = undefined;
   }
@@ -577,7 +648,7 @@ export class Worker {
     const { databaseUrl } = this.deps.config;
     if (!databaseUrl) return;
     const client = new pg.Client({ connectionString: databaseUrl });
-    client.on("notification", () => this.wake());
+    client.on("notification", (message) => this.wake(message.payload ? message.payload.split(",") : undefined));
     client.on("error", (error) => {
       this.deps.log.warn({ err: error }, "job notification connection failed; polling until it is back");
       this.listener = undefined;

@@ -1,6 +1,11 @@
-import { randomBytes } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"; // Crockford base32, lower-case
+const RANDOM_CHARS = 16;
+
+/** Random bytes drawn a block at a time: one `randomFillSync` per 256 ids instead of one per id. */
+const pool = Buffer.alloc(RANDOM_CHARS * 256);
+let poolOffset = pool.length;
 
 function encodeTime(ms: number): string {
   let out = "";
@@ -17,8 +22,12 @@ function encodeTime(ms: number): string {
  * which keeps "newest first" listings stable, and the prefix says what the id names.
  */
 export function newId(prefix: string, now: Date = new Date()): string {
-  const random = randomBytes(16);
+  if (poolOffset + RANDOM_CHARS > pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
   let tail = "";
-  for (const byte of random) tail += ALPHABET[byte & 31];
+  for (let i = poolOffset; i < poolOffset + RANDOM_CHARS; i++) tail += ALPHABET[(pool[i] as number) & 31];
+  poolOffset += RANDOM_CHARS;
   return `${prefix}_${encodeTime(now.getTime())}${tail}`;
 }
