@@ -288,3 +288,28 @@ describe("a write that fails on a constraint", () => {
     expect(signedUp).toHaveLength(1);
   });
 });
+
+describe("concurrent writes", () => {
+  it("commit together yet fail alone: one bad write among many leaves the others and their events intact", async () => {
+    await ws("POST", "/collections", { token: adminToken, body: { slug: "burst" } });
+    const before = receiver.received.length;
+    const results = await Promise.all(
+      Array.from({ length: 25 }, (_, n) =>
+        ws("POST", n === 12 ? "/items/no-such-collection" : "/items/burst", { token: adminToken, body: { n } }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array.from({ length: 25 }, (_, n) => (n === 12 ? 404 : 201)));
+    const ids = results.filter((r) => r.status === 201).map((r) => r.body.item.id);
+    expect(new Set(ids).size).toBe(24);
+    const listed = await ws("GET", "/items/burst?limit=100", { token: adminToken });
+    expect(listed.body.items.map((item: { id: string }) => item.id).sort()).toEqual([...ids].sort());
+    // The "all items" hook (items:*:created) hears each created item once, and nothing of the failed one.
+    await until(() => ids.every((id) => receiver.received.slice(before).some((r) => r.body.includes(id))));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const burst = receiver.received
+      .slice(before)
+      .map((r) => JSON.parse(r.body))
+      .filter((b) => b.channel === "items:burst");
+    expect(burst).toHaveLength(24);
+  });
+});

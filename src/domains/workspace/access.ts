@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { Auth } from "../../auth/better-auth.ts";
+import { preparedRead } from "../../db/compiled.ts";
 import type { Deps } from "../../deps.ts";
 import type { AppEnv } from "../../http/context.ts";
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
@@ -37,6 +38,11 @@ export interface WorkspaceCtx {
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
+/** The project behind a workspace request: one precompiled read on every workspace request's path. */
+const findLiveProject = preparedRead<ProjectRow>("plinth_live_project", (db) =>
+  db.selectFrom("projects").selectAll().where("id", "=", "?").where("deleted_at", "is", null),
+);
+
 /**
  * Resolves the project (404 when deleted or unknown, 409 unless active) and the caller. Bad
  * credentials are 401; a key or session of the org below admin is 403.
@@ -47,12 +53,7 @@ export async function workspaceContext<E extends AppEnv>(
   projectId: string,
 ): Promise<WorkspaceCtx> {
   const { deps } = runtime;
-  const project = await deps.db
-    .selectFrom("projects")
-    .selectAll()
-    .where("id", "=", projectId)
-    .where("deleted_at", "is", null)
-    .executeTakeFirst();
+  const project = await findLiveProject(deps, projectId);
   if (!project) throw new NotFoundError("project not found");
   if (project.status === "paused") throw new ConflictError("project is paused");
   if (project.status !== "active") throw new ConflictError(`project is ${project.status}`);

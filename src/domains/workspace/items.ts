@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
 import { ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
@@ -5,22 +6,85 @@ import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
 import type { WorkspaceDb } from "./databases.ts";
 import { recordEvent, type WorkspaceEvent } from "./dispatch.ts";
 
+type Change<T> = (trx: WorkspaceDb) => Promise<{ result: T; event: WorkspaceEvent | null }>;
+
 /**
  * Runs a workspace write and the event it raises in one workspace transaction, then hands the
  * event to the dispatcher. The hint is written first, so a crash after the commit cannot strand it.
  */
-export async function writeWithEvent<T>(
-  ctx: WorkspaceCtx,
-  change: (trx: WorkspaceDb) => Promise<{ result: T; event: WorkspaceEvent | null }>,
-): Promise<T> {
+export async function writeWithEvent<T>(ctx: WorkspaceCtx, change: Change<T>): Promise<T> {
   await ctx.runtime.dispatcher.markPending(ctx.project.id);
-  const { result, event } = await ctx.db.transaction().execute(async (trx) => {
+  const apply = async (trx: WorkspaceDb) => {
     const outcome = await change(trx);
     if (outcome.event) await recordEvent(trx, ctx.deps, outcome.event);
     return outcome;
-  });
+  };
+  const { result, event } =
+    ctx.deps.dialect === "sqlite" ? await groupWrite(ctx.db, apply) : await ctx.db.transaction().execute(apply);
   if (event) ctx.runtime.dispatcher.schedule(ctx.project.id);
   return result;
+}
+
+interface QueuedWrite {
+  apply: (trx: WorkspaceDb) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Writes waiting for the next group transaction, per SQLite workspace database. */
+const queuedWrites = new WeakMap<WorkspaceDb, QueuedWrite[]>();
+
+/**
+ * Group commit for a SQLite workspace: writes that arrive together (the same turn of the event
+ * loop, or while the previous group commits) share one transaction, each inside a savepoint of
+ * its own. A write that fails rolls back to its savepoint and fails alone; the others commit. A
+ * commit that fails fails them all, and none is written. Each caller hears back only after the
+ * commit, so nothing is acknowledged before it is durable. On SQLite every commit writes and
+ * syncs the WAL, so this is most of what a write costs under load.
+ */
+function groupWrite<R>(db: WorkspaceDb, apply: (trx: WorkspaceDb) => Promise<R>): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const queue = queuedWrites.get(db);
+    const write: QueuedWrite = { apply, resolve: resolve as (value: unknown) => void, reject };
+    if (queue) {
+      queue.push(write);
+      return;
+    }
+    queuedWrites.set(db, [write]);
+    setImmediate(() => void commitGroup(db));
+  });
+}
+
+async function commitGroup(db: WorkspaceDb): Promise<void> {
+  const group = queuedWrites.get(db) ?? [];
+  // Writes arriving from now on wait for the next group.
+  queuedWrites.set(db, []);
+  const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+  try {
+    await db.transaction().execute(async (trx) => {
+      for (const write of group) {
+        await sql`savepoint plinth_write`.execute(trx);
+        try {
+          outcomes.push({ ok: true, value: await write.apply(trx) });
+          await sql`release plinth_write`.execute(trx);
+        } catch (error) {
+          await sql`rollback to plinth_write`.execute(trx);
+          await sql`release plinth_write`.execute(trx);
+          outcomes.push({ ok: false, error });
+        }
+      }
+    });
+    group.forEach((write, i) => {
+      const outcome = outcomes[i];
+      if (outcome?.ok) write.resolve(outcome.value);
+      else write.reject(outcome ? outcome.error : new Error("write was not applied"));
+    });
+  } catch (error) {
+    for (const write of group) write.reject(error);
+  }
+  const next = queuedWrites.get(db) ?? [];
+  if (next.length > 0) setImmediate(() => void commitGroup(db));
+  else queuedWrites.delete(db);
 }
 
 interface CollectionRow {
@@ -55,9 +119,22 @@ export async function listCollections(ctx: WorkspaceCtx) {
   return { collections: rows.map(toCollection) };
 }
 
-async function assertCollection(db: WorkspaceDb, slug: string): Promise<void> {
+/**
+ * Collections seen to exist, per open workspace database. Collections are never removed (the
+ * workspace API has no such operation), so a hit needs no query; a miss asks the database.
+ */
+const knownCollections = new WeakMap<WorkspaceDb, Set<string>>();
+
+async function assertCollection(db: WorkspaceDb, slug: string, known: WorkspaceDb = db): Promise<void> {
+  if (knownCollections.get(known)?.has(slug)) return;
   const found = await db.selectFrom("collections").select("slug").where("slug", "=", slug).executeTakeFirst();
   if (!found) throw new NotFoundError(`collection '${slug}' not found`);
+  let slugs = knownCollections.get(known);
+  if (!slugs) {
+    slugs = new Set();
+    knownCollections.set(known, slugs);
+  }
+  slugs.add(slug);
 }
 
 interface ItemRow {
@@ -102,7 +179,7 @@ const channel = (collection: string) => `items:${collection}`;
 export async function createItem(ctx: WorkspaceCtx, collection: string, data: Record<string, unknown>) {
   requireMember(ctx, true);
   return writeWithEvent(ctx, async (trx) => {
-    await assertCollection(trx, collection);
+    await assertCollection(trx, collection, ctx.db);
     const at = ctx.deps.clock.now().toISOString();
     const row: ItemRow = { id: newId("itm"), collection, data: storedData(data), created_at: at, updated_at: at };
     await trx.insertInto("items").values(row).execute();
