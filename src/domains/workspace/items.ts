@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import { isUniqueViolation } from "../../db/database.ts";
+import { type Dialect, isUniqueViolation } from "../../db/database.ts";
 import { ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
@@ -19,8 +19,7 @@ export async function writeWithEvent<T>(ctx: WorkspaceCtx, change: Change<T>): P
     if (outcome.event) await recordEvent(trx, ctx.deps, outcome.event);
     return outcome;
   };
-  const { result, event } =
-    ctx.deps.dialect === "sqlite" ? await groupWrite(ctx.db, apply) : await ctx.db.transaction().execute(apply);
+  const { result, event } = await groupWrite(ctx.db, ctx.deps.dialect, apply);
   if (event) ctx.runtime.dispatcher.schedule(ctx.project.id);
   return result;
 }
@@ -31,34 +30,63 @@ interface QueuedWrite {
   reject: (error: unknown) => void;
 }
 
-/** Writes waiting for the next group transaction, per SQLite workspace database. */
-const queuedWrites = new WeakMap<WorkspaceDb, QueuedWrite[]>();
+/** Per workspace database: writes waiting for a group, and groups committing now. */
+interface WriteQueue {
+  waiting: QueuedWrite[];
+  committing: number;
+  scheduled: boolean;
+}
+const writeQueues = new WeakMap<WorkspaceDb, WriteQueue>();
 
 /**
- * Group commit for a SQLite workspace: writes that arrive together (the same turn of the event
- * loop, or while the previous group commits) share one transaction, each inside a savepoint of
- * its own. A write that fails rolls back to its savepoint and fails alone; the others commit. A
- * commit that fails fails them all, and none is written. Each caller hears back only after the
- * commit, so nothing is acknowledged before it is durable. On SQLite every commit writes and
- * syncs the WAL, so this is most of what a write costs under load.
+ * Groups committing at once per workspace: SQLite has one connection (and one writer); on
+ * PostgreSQL a few groups overlap, so that round trips, not the pool, set the pace.
  */
-function groupWrite<R>(db: WorkspaceDb, apply: (trx: WorkspaceDb) => Promise<R>): Promise<R> {
+const CONCURRENT_GROUPS: Record<Dialect, number> = { sqlite: 1, postgres: 4 };
+
+/**
+ * Group commit: writes to one workspace that arrive together (the same turn of the event loop,
+ * or while earlier groups commit) share one transaction. Each caller hears back only after the
+ * commit, so nothing is acknowledged before it is durable, and a write that fails fails alone:
+ *
+ * - SQLite: each write runs inside a savepoint of its own; a failing one rolls back to it and the
+ *   others commit. Every SQLite commit writes the WAL, so this is most of what a write costs.
+ * - PostgreSQL: a failed statement aborts the whole transaction, and savepoints would cost two
+ *   more round trips per write, so the group is tried as one transaction and, if any write in it
+ *   fails, each is run again in a transaction of its own. One BEGIN/COMMIT per group instead of
+ *   per write saves two of a write's four round trips.
+ *
+ * A commit that fails fails the whole group, and none of it is written.
+ */
+function groupWrite<R>(db: WorkspaceDb, dialect: Dialect, apply: (trx: WorkspaceDb) => Promise<R>): Promise<R> {
   return new Promise<R>((resolve, reject) => {
-    const queue = queuedWrites.get(db);
-    const write: QueuedWrite = { apply, resolve: resolve as (value: unknown) => void, reject };
-    if (queue) {
-      queue.push(write);
-      return;
+    let queue = writeQueues.get(db);
+    if (!queue) {
+      queue = { waiting: [], committing: 0, scheduled: false };
+      writeQueues.set(db, queue);
     }
-    queuedWrites.set(db, [write]);
-    setImmediate(() => void commitGroup(db));
+    queue.waiting.push({ apply, resolve: resolve as (value: unknown) => void, reject });
+    scheduleGroup(db, dialect, queue);
   });
 }
 
-async function commitGroup(db: WorkspaceDb): Promise<void> {
-  const group = queuedWrites.get(db) ?? [];
-  // Writes arriving from now on wait for the next group.
-  queuedWrites.set(db, []);
+function scheduleGroup(db: WorkspaceDb, dialect: Dialect, queue: WriteQueue): void {
+  if (queue.scheduled || queue.waiting.length === 0 || queue.committing >= CONCURRENT_GROUPS[dialect]) return;
+  queue.scheduled = true;
+  setImmediate(() => {
+    queue.scheduled = false;
+    const group = queue.waiting;
+    queue.waiting = [];
+    queue.committing++;
+    void (dialect === "sqlite" ? commitWithSavepoints(db, group) : commitOrSplit(db, group)).finally(() => {
+      queue.committing--;
+      if (queue.committing === 0 && queue.waiting.length === 0) writeQueues.delete(db);
+      else scheduleGroup(db, dialect, queue);
+    });
+  });
+}
+
+async function commitWithSavepoints(db: WorkspaceDb, group: QueuedWrite[]): Promise<void> {
   const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
   try {
     await db.transaction().execute(async (trx) => {
@@ -74,17 +102,39 @@ async function commitGroup(db: WorkspaceDb): Promise<void> {
         }
       }
     });
-    group.forEach((write, i) => {
-      const outcome = outcomes[i];
-      if (outcome?.ok) write.resolve(outcome.value);
-      else write.reject(outcome ? outcome.error : new Error("write was not applied"));
-    });
   } catch (error) {
     for (const write of group) write.reject(error);
+    return;
   }
-  const next = queuedWrites.get(db) ?? [];
-  if (next.length > 0) setImmediate(() => void commitGroup(db));
-  else queuedWrites.delete(db);
+  group.forEach((write, i) => {
+    const outcome = outcomes[i];
+    if (outcome?.ok) write.resolve(outcome.value);
+    else write.reject(outcome ? outcome.error : new Error("write was not applied"));
+  });
+}
+
+async function commitOrSplit(db: WorkspaceDb, group: QueuedWrite[]): Promise<void> {
+  if (group.length > 1) {
+    try {
+      const values = await db.transaction().execute(async (trx) => {
+        const applied: unknown[] = [];
+        for (const write of group) applied.push(await write.apply(trx));
+        return applied;
+      });
+      for (const [i, write] of group.entries()) write.resolve(values[i]);
+      return;
+    } catch {
+      // Some write failed (or the commit did): nothing was written; each on its own, below.
+    }
+  }
+  await Promise.all(
+    group.map((write) =>
+      db
+        .transaction()
+        .execute((trx) => write.apply(trx))
+        .then(write.resolve, write.reject),
+    ),
+  );
 }
 
 interface CollectionRow {
