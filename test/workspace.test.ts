@@ -2,6 +2,8 @@ import { createHmac } from "node:crypto";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
+import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
 import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import { call, createApiKey, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
@@ -311,5 +313,31 @@ describe("concurrent writes", () => {
       .map((r) => JSON.parse(r.body))
       .filter((b) => b.channel === "items:burst");
     expect(burst).toHaveLength(24);
+  });
+});
+
+describe("outbox hints", () => {
+  it("stay while a project is written to, and are cleared by the sweep once stale over an empty outbox", async () => {
+    const { deps } = app.server;
+    // A second dispatcher, as another process of the deployment would have.
+    const dispatcher = new WorkspaceDispatcher(deps, new WorkspaceDatabases(deps, 4));
+    const hint = () =>
+      deps.db.selectFrom("workspace_outbox_hints").selectAll().where("project_id", "=", projectId).executeTakeFirst();
+    await dispatcher.markPending(projectId);
+    const written = await hint();
+    expect(written).toBeDefined();
+    // Fresh: the sweep dispatches the project and keeps the hint.
+    await dispatcher.sweep(false);
+    expect(await hint()).toEqual(written);
+    try {
+      app.clock.advance(61_000);
+      await dispatcher.sweep(false);
+      expect(await hint()).toBeUndefined();
+      // The next change writes it again: this dispatcher no longer counts it as written.
+      await dispatcher.markPending(projectId);
+      expect(await hint()).toBeDefined();
+    } finally {
+      app.clock.advance(-61_000);
+    }
   });
 });
