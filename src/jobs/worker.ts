@@ -50,6 +50,12 @@ export interface BatchJobHandler {
     runs: Array<JobRun & { payload: Record<string, unknown> }>,
     signal: AbortSignal,
   ): Promise<Array<Promise<JobResult>>>;
+  /**
+   * True when the handler reads each job's own rows and does nothing for a job whose rows are
+   * missing: then jobs handed over at enqueue (see `JobQueue.setLocalTaker`) need no check that
+   * their transaction committed, as a rolled-back one left nothing to find.
+   */
+  findsOwnRows?: boolean;
   /** Writes the `data` of jobs finished together, in the transaction that settles them. */
   record?(trx: Db, data: unknown[]): Promise<void>;
   backoffBaseMs?: number;
@@ -432,7 +438,7 @@ export class Worker implements LocalTaker {
   private async executeBatch(claimed: Job[], handler: BatchJobHandler, adopted: boolean): Promise<void> {
     const kind = claimed[0]?.kind ?? "";
     // Jobs handed over at enqueue exist only if that transaction committed.
-    const jobs = adopted ? await this.committed(claimed) : claimed;
+    const jobs = adopted && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
     if (jobs.length < claimed.length) this.release(kind, claimed.length - jobs.length);
     if (jobs.length === 0) return;
     const timeoutMs = Math.max(...jobs.map((job) => job.timeout_ms));

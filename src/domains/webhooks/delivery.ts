@@ -416,6 +416,8 @@ export function deliveryJobs(deps: Deps) {
     "webhook.deliver": {
       batchSize: DELIVERY_BATCH,
       maxInFlight: deps.config.webhookConcurrency,
+      // A delivery is inserted in the transaction that enqueues its job: no row, nothing sent.
+      findsOwnRows: true,
       backoffBaseMs: deps.config.webhookBackoffBaseMs,
       async handleBatch(runs, signal) {
         const attempts = await startAttempts(

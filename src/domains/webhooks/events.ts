@@ -1,3 +1,5 @@
+import { sql } from "kysely";
+import { precompiled } from "../../db/compiled.ts";
 import type { Db } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { newId } from "../../lib/ids.ts";
@@ -36,6 +38,27 @@ export interface DeliveryDraft {
   body: string;
 }
 
+// Read on every org event, inside the transaction of the change that raises it.
+const orgTargets = precompiled((db) =>
+  db.selectFrom("orgs").select(["slug", "name", "webhook_url"]).where("id", "=", "?"),
+);
+const orgHooks = precompiled((db) =>
+  db
+    .selectFrom("webhooks")
+    .select(["id", "url", "events"])
+    .where("org_id", "=", "?")
+    .where("project_id", "is", null)
+    .where("deleted_at", "is", null)
+    .where("active", "=", sql.lit(1)),
+);
+const orgIntegrations = precompiled((db) =>
+  db
+    .selectFrom("integrations")
+    .select(["id", "kind", "config", "events"])
+    .where("org_id", "=", "?")
+    .where("deleted_at", "is", null),
+);
+
 /**
  * Records an org event in the caller's transaction: one delivery (and one `webhook.deliver` job)
  * per matching org webhook, the org's `webhookUrl`, and each matching integration, plus
@@ -49,22 +72,10 @@ export async function emitOrgEvent(
   const now = deps.clock.now();
   const timestamp = Math.floor(now.getTime() / 1000);
   const body = JSON.stringify({ event: event.kind, payload: event.payload, timestamp });
-  const [org, hooks, integrations] = await Promise.all([
-    trx.selectFrom("orgs").select(["slug", "name", "webhook_url"]).where("id", "=", event.orgId).executeTakeFirst(),
-    trx
-      .selectFrom("webhooks")
-      .select(["id", "url", "events"])
-      .where("org_id", "=", event.orgId)
-      .where("project_id", "is", null)
-      .where("deleted_at", "is", null)
-      .where("active", "=", 1)
-      .execute(),
-    trx
-      .selectFrom("integrations")
-      .select(["id", "kind", "config", "events"])
-      .where("org_id", "=", event.orgId)
-      .where("deleted_at", "is", null)
-      .execute(),
+  const [[org], hooks, integrations] = await Promise.all([
+    orgTargets(trx, deps.dialect, event.orgId),
+    orgHooks(trx, deps.dialect, event.orgId),
+    orgIntegrations(trx, deps.dialect, event.orgId),
   ]);
   if (!org) return;
   const drafts: DeliveryDraft[] = [];
