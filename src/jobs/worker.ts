@@ -1,8 +1,8 @@
 import { setMaxListeners } from "node:events";
-import type { Selectable, UpdateQueryBuilder, UpdateResult } from "kysely";
+import type { UpdateQueryBuilder, UpdateResult } from "kysely";
 import pg from "pg";
 import type { Db } from "../db/database.ts";
-import type { Database, JobsTable } from "../db/schema.ts";
+import type { Database } from "../db/schema.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
