@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -241,4 +243,91 @@ export async function addMember(
   const members = await call(app, "GET", `/org/${slug}/members`, { cookie: admin.cookie });
   const memberId = members.body.members.find((m: { accountId: string }) => m.accountId === user.accountId).id;
   return { user, memberId };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook receivers
+
+/** One request as a receiver saw it. */
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  raw: Buffer;
+  body: string;
+  /** When the whole body had arrived (ms since the epoch). */
+  at: number;
+}
+
+export interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/** Decides the answer to the `index`-th request (0-based, over the receiver's life); a promise holds it open. */
+export type Responder = (request: ReceivedRequest, index: number) => Reply | Promise<Reply>;
+
+export interface Receiver {
+  /** `http://127.0.0.1:<port>`: point webhooks at any path below it. */
+  url: string;
+  /** Every request, in order of arrival. */
+  requests: ReceivedRequest[];
+  respondWith(responder: Responder): void;
+  /** The requests that arrived at `path`. */
+  at(path: string): ReceivedRequest[];
+  /** The first request `match` accepts (`what` names it in the timeout error), waiting up to `timeoutMs`. */
+  waitFor(what: string, match: (request: ReceivedRequest) => boolean, timeoutMs?: number): Promise<ReceivedRequest>;
+  close(): Promise<void>;
+}
+
+/** A real HTTP receiver on 127.0.0.1 that records every request; answers 200 "ok" unless told otherwise. */
+export async function startReceiver(responder: Responder = () => ({ status: 200, body: "ok" })): Promise<Receiver> {
+  const requests: ReceivedRequest[] = [];
+  let respond = responder;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      const request: ReceivedRequest = {
+        method: req.method ?? "",
+        path: req.url ?? "/",
+        headers: req.headers,
+        raw,
+        body: raw.toString("utf8"),
+        at: Date.now(),
+      };
+      requests.push(request);
+      void Promise.resolve(respond(request, requests.length - 1)).then((reply) => {
+        if (res.destroyed) return;
+        res.writeHead(reply.status, { "content-type": "text/plain", ...reply.headers }).end(reply.body ?? "ok");
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    respondWith(next) {
+      respond = next;
+    },
+    at: (path) => requests.filter((request) => request.path === path),
+    async waitFor(what, match, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = requests.find(match);
+        if (found) return found;
+        if (Date.now() > deadline) {
+          throw new Error(`receiver: no ${what} within ${timeoutMs} ms; saw ${requests.map((r) => r.path).join(", ")}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+    close() {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }

@@ -1,5 +1,3 @@
-import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
@@ -8,81 +6,37 @@ import {
   createApiKey,
   createOrg,
   type Mailbox,
+  type ReceivedRequest,
+  type Receiver,
   signUp,
   startApp,
   startMailbox,
+  startReceiver,
   type TestApp,
   type TestUser,
   uniqueEmail,
 } from "./harness.ts";
 
-// ---- a real local receiver ----
+// ---- a real local receiver, answering by path prefix ----
 
-interface ReceivedRequest {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-interface Receiver {
-  url: string;
-  requests: ReceivedRequest[];
+interface PrefixReceiver extends Receiver {
   /** Requests whose path starts with one of these prefixes are answered with that status. */
   statusByPrefix: Map<string, number>;
   /** Requests whose path starts with one of these prefixes are answered only once the promise settles. */
   holdByPrefix: Map<string, Promise<void>>;
-  waitFor(what: string, match: (request: ReceivedRequest) => boolean, timeoutMs?: number): Promise<ReceivedRequest>;
-  close(): Promise<void>;
 }
 
-/** A node:http server that records method, path, headers and raw body, and answers 200 unless told otherwise. */
-async function startReceiver(): Promise<Receiver> {
-  const requests: ReceivedRequest[] = [];
+/** The harness receiver, answering 200 unless a prefix says otherwise. */
+async function startPrefixReceiver(): Promise<PrefixReceiver> {
   const statusByPrefix = new Map<string, number>();
   const holdByPrefix = new Map<string, Promise<void>>();
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", async () => {
-      const path = req.url ?? "";
-      requests.push({
-        method: req.method ?? "",
-        path,
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString("utf8"),
-      });
-      for (const [prefix, hold] of holdByPrefix) if (path.startsWith(`${prefix}/`)) await hold;
-      let status = 200;
-      for (const [prefix, code] of statusByPrefix) if (path.startsWith(`${prefix}/`)) status = code;
-      res.writeHead(status, { "content-type": "text/plain" });
-      res.end(status < 300 ? "ok" : "receiver says no");
-    });
+  const receiver = await startReceiver(async (request) => {
+    for (const [prefix, hold] of holdByPrefix) if (request.path.startsWith(`${prefix}/`)) await hold;
+    let status = 200;
+    for (const [prefix, code] of statusByPrefix) if (request.path.startsWith(`${prefix}/`)) status = code;
+    return { status, body: status < 300 ? "ok" : "receiver says no" };
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    statusByPrefix,
-    holdByPrefix,
-    async waitFor(what, match, timeoutMs = 10_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const found = requests.find(match);
-        if (found) return found;
-        if (Date.now() > deadline) {
-          throw new Error(`receiver: no ${what} within ${timeoutMs} ms; saw ${requests.map((r) => r.path).join(", ")}`);
-        }
-        await sleep(20);
-      }
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return Object.assign(receiver, { statusByPrefix, holdByPrefix });
 }
 
 function sleep(ms: number): Promise<void> {
@@ -133,14 +87,14 @@ const MANAGERS = new Set<Who>(["owner", "admin", "full"]);
 describe("integrations", () => {
   let app: TestApp;
   let mailbox: Mailbox;
-  let receiver: Receiver;
+  let receiver: PrefixReceiver;
   let owner: TestUser;
   let slug: string;
   const credentials = {} as Record<Exclude<Who, "none">, { cookie?: string; token?: string }>;
 
   beforeAll(async () => {
     mailbox = await startMailbox();
-    receiver = await startReceiver();
+    receiver = await startPrefixReceiver();
     app = await startApp({
       ALLOW_PRIVATE_WEBHOOK_URLS: "true",
       WEBHOOK_BACKOFF_BASE_MS: "20",

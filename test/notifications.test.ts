@@ -1,5 +1,3 @@
-import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
@@ -8,57 +6,15 @@ import {
   createApiKey,
   createOrg,
   type Mailbox,
+  type Receiver,
   signUp,
   startApp,
   startMailbox,
+  startReceiver,
   type TestApp,
   type TestUser,
   uniqueEmail,
 } from "./harness.ts";
-
-// ---- a real local receiver ----
-
-interface ReceivedRequest {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-interface Receiver {
-  url: string;
-  requests: ReceivedRequest[];
-  /** The status every request is answered with (200 unless changed). */
-  status: number;
-  close(): Promise<void>;
-}
-
-/** A node:http server that records method, path, headers and raw body, and answers `status`. */
-async function startReceiver(): Promise<Receiver> {
-  const receiver = { requests: [] as ReceivedRequest[], status: 200 } as Receiver;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      receiver.requests.push({
-        method: req.method ?? "",
-        path: req.url ?? "",
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString("utf8"),
-      });
-      res.writeHead(receiver.status, { "content-type": "text/plain" });
-      res.end(receiver.status < 300 ? "ok" : "receiver says no");
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  receiver.close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-  return receiver;
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -241,7 +197,7 @@ describe("notifications", () => {
   });
 
   it("a webhook switched off by the breaker notifies admins and owners once (webhook.auto_disabled)", async () => {
-    receiver.status = 500;
+    receiver.respondWith(() => ({ status: 500, body: "receiver says no" }));
     const created = await call(app, "POST", `/org/${slug}/webhooks`, {
       cookie: owner.cookie,
       body: { url: `${receiver.url}/always-failing`, events: ["*"] },
@@ -279,7 +235,7 @@ describe("notifications", () => {
       expect(n.data).toMatchObject({ webhookId });
     }
     for (const user of [developer, viewer]) expect(await list(user)).toEqual([]);
-    receiver.status = 200;
+    receiver.respondWith(() => ({ status: 200, body: "ok" }));
   });
 
   // ---- reading ----

@@ -1,6 +1,4 @@
 import { createHmac, randomBytes } from "node:crypto";
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryJobs } from "../src/domains/webhooks/delivery.ts";
 import {
@@ -11,9 +9,11 @@ import {
   createApiKey,
   createOrg,
   type Mailbox,
+  type ReceivedRequest,
   signUp,
   startApp,
   startMailbox,
+  startReceiver,
   type TestApp,
   type TestUser,
   uniqueEmail,
@@ -94,51 +94,26 @@ afterAll(async () => {
  */
 type Reply = number | { status: number; headers?: Record<string, string>; body?: string } | "stall" | "hold";
 
-interface ReceivedRequest {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-  /** The raw body, byte for byte as received (decoded as UTF-8). */
-  body: string;
-}
-
 /**
- * A real HTTP receiver on 127.0.0.1 that records each request and answers from a script, then
- * with `fallback` once the script runs out.
+ * The harness receiver, answering from a script, then with `fallback` once the script runs out.
+ * Webhooks point at `url` (`base` + `/hook`).
  */
-async function startReceiver(script: Reply[] = [], fallback: Reply = 200) {
-  const requests: ReceivedRequest[] = [];
+async function startScriptedReceiver(script: Reply[] = [], fallback: Reply = 200) {
   const queue = [...script];
   let otherwise = fallback;
-  const held: ServerResponse[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      requests.push({
-        method: req.method ?? "",
-        path: req.url ?? "",
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString("utf8"),
-      });
-      const reply = queue.length > 0 ? (queue.shift() as Reply) : otherwise;
-      if (reply === "stall") return;
-      if (reply === "hold") {
-        held.push(res);
-        return;
-      }
-      const { status, headers, body } =
-        typeof reply === "number" ? { status: reply, headers: {}, body: undefined } : reply;
-      res.writeHead(status, { "content-type": "text/plain", ...headers });
-      res.end(body ?? `receiver answered ${status}`);
-    });
+  const held: Array<(status: number) => void> = [];
+  const answer = (status: number) => ({ status, body: `receiver answered ${status}` });
+  const receiver = await startReceiver(() => {
+    const reply = queue.length > 0 ? (queue.shift() as Reply) : otherwise;
+    if (reply === "stall") return new Promise<never>(() => {});
+    if (reply === "hold") return new Promise((resolve) => held.push((status) => resolve(answer(status))));
+    if (typeof reply === "number") return answer(reply);
+    return { ...answer(reply.status), ...reply };
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const receiver = {
-    base,
-    url: `${base}/hook`,
-    requests,
+  const scripted = {
+    base: receiver.url,
+    url: `${receiver.url}/hook`,
+    requests: receiver.requests,
     /** Replaces what the next requests get. */
     script(replies: Reply[], then: Reply = otherwise) {
       queue.splice(0, queue.length, ...replies);
@@ -146,29 +121,23 @@ async function startReceiver(script: Reply[] = [], fallback: Reply = 200) {
     },
     /** Answers every held request with `status`. */
     release(status: number) {
-      for (const res of held.splice(0)) {
-        res.writeHead(status, { "content-type": "text/plain" });
-        res.end(`receiver answered ${status}`);
-      }
+      for (const respond of held.splice(0)) respond(status);
     },
     async waitForCount(count: number, timeoutMs = 10_000): Promise<ReceivedRequest[]> {
       await until(
-        `${count} requests at the receiver (have ${requests.length})`,
-        () => requests.length >= count,
+        `${count} requests at the receiver (have ${receiver.requests.length})`,
+        () => receiver.requests.length >= count,
         timeoutMs,
       );
-      return requests;
+      return receiver.requests;
     },
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => receiver.close(),
   };
-  receivers.push(receiver);
-  return receiver;
+  receivers.push(scripted);
+  return scripted;
 }
 
-type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+type ScriptedReceiver = Awaited<ReturnType<typeof startScriptedReceiver>>;
 
 /** Polls until `check` returns something truthy (and returns it), or fails after `timeoutMs`. */
 async function until<T>(
@@ -394,11 +363,11 @@ async function deliverJobs(on: TestApp): Promise<any[]> {
 
 describe("webhook CRUD", () => {
   let org: Org;
-  let receiver: Receiver;
+  let receiver: ScriptedReceiver;
 
   beforeAll(async () => {
     org = await freshOrg();
-    receiver = await startReceiver();
+    receiver = await startScriptedReceiver();
   });
 
   it("creates a webhook and shows its whsec_ secret only in the create response", async () => {
@@ -519,7 +488,7 @@ describe("webhook CRUD", () => {
 
   it("updates url, events and active, and validates each", async () => {
     const { webhook } = await createHook(app, org, receiver.url, ["project.paused"]);
-    const other = await startReceiver();
+    const other = await startScriptedReceiver();
 
     const url = await call(app, "PATCH", `/org/${org.slug}/webhooks/${webhook.id}`, {
       cookie: org.owner.cookie,
@@ -621,14 +590,14 @@ describe("webhook CRUD", () => {
 
 describe("webhook permissions", () => {
   let org: Org;
-  let receiver: Receiver;
+  let receiver: ScriptedReceiver;
   const callers: Record<string, CallOptions> = {};
   const MANAGERS = ["owner", "admin", "full key"];
   const OTHERS = ["developer", "viewer", "deploy key", "read-only key"];
 
   beforeAll(async () => {
     org = await freshOrg();
-    receiver = await startReceiver();
+    receiver = await startScriptedReceiver();
     callers.owner = { cookie: org.owner.cookie };
     for (const role of ["admin", "developer", "viewer"] as const) {
       const { user } = await addMember(app, mailbox, org.owner, org.slug, role);
@@ -709,10 +678,10 @@ describe("cross-org isolation", () => {
   let hookB: any;
   let keyA: string;
   let keyB: string;
-  let receiver: Receiver;
+  let receiver: ScriptedReceiver;
 
   beforeAll(async () => {
-    receiver = await startReceiver();
+    receiver = await startScriptedReceiver();
     orgA = await freshOrg();
     orgB = await freshOrg();
     hookA = (await createHook(app, orgA, receiver.url, ["*"])).webhook;
@@ -841,16 +810,16 @@ describe("SSRF guard (ALLOW_PRIVATE_WEBHOOK_URLS unset)", () => {
 describe("delivery of real events", () => {
   let org: Org;
   let project: any;
-  let pausedOnly: Receiver;
-  let everything: Receiver;
+  let pausedOnly: ScriptedReceiver;
+  let everything: ScriptedReceiver;
   let hookPaused: { webhook: any; secret: string };
   let hookAll: { webhook: any; secret: string };
 
   beforeAll(async () => {
     org = await freshOrg();
     project = await createProject(app, org, "active");
-    pausedOnly = await startReceiver();
-    everything = await startReceiver();
+    pausedOnly = await startScriptedReceiver();
+    everything = await startScriptedReceiver();
     hookPaused = await createHook(app, org, pausedOnly.url, ["project.paused"]);
     hookAll = await createHook(app, org, everything.url, ["*"]);
   });
@@ -930,7 +899,7 @@ describe("project.provisioned and project.failed (SERVED_REGIONS=fra)", () => {
   afterAll(() => regional?.close());
 
   it("emits project.failed for a region the deployment does not serve, and project.provisioned otherwise", async () => {
-    const receiver = await startReceiver();
+    const receiver = await startScriptedReceiver();
     const { webhook, secret } = await createHook(regional, org, receiver.url, ["project.*"]);
 
     const failed = await createProject(regional, org, "failed", "sjc");
@@ -988,7 +957,7 @@ describe("project.provisioned and project.failed (SERVED_REGIONS=fra)", () => {
 describe("retries", () => {
   it("retries a failing receiver: 2 × 500 then 200 is 3 requests of one delivery", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver([500, 500], 200);
+    const receiver = await startScriptedReceiver([500, 500], 200);
     const { webhook, secret } = await createHook(app, org, receiver.url, ["member.invited"]);
     await invite(app, org);
 
@@ -1018,7 +987,7 @@ describe("retries", () => {
 
   it("dead-letters a delivery after WEBHOOK_MAX_ATTEMPTS (4) failures", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver([], 503);
+    const receiver = await startScriptedReceiver([], 503);
     const { webhook } = await createHook(app, org, receiver.url, ["*"]);
     await invite(app, org);
 
@@ -1044,7 +1013,7 @@ describe("retries", () => {
 
   it("counts a receiver that stalls past WEBHOOK_TIMEOUT_MS as a failed attempt, then retries", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver(["stall"], 200);
+    const receiver = await startScriptedReceiver(["stall"], 200);
     const { webhook } = await createHook(app, org, receiver.url, ["member.invited"]);
     await invite(app, org);
 
@@ -1063,7 +1032,7 @@ describe("retries", () => {
   it("stores each attempt's response body cut to 2 KiB", async () => {
     const org = await freshOrg();
     const long = "x".repeat(5_000);
-    const receiver = await startReceiver([{ status: 500, body: long }], 200);
+    const receiver = await startScriptedReceiver([{ status: 500, body: long }], 200);
     const { webhook } = await createHook(app, org, receiver.url, ["member.invited"]);
     await invite(app, org);
     const delivery = await settledDelivery(app, org, webhook.id, "member.invited");
@@ -1074,7 +1043,7 @@ describe("retries", () => {
 
   it("does not follow a redirect: a 3xx is a failed attempt", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver([], 200);
+    const receiver = await startScriptedReceiver([], 200);
     receiver.script([{ status: 302, headers: { location: `${receiver.base}/elsewhere` } }], 200);
     const { webhook } = await createHook(app, org, receiver.url, ["member.invited"]);
     await invite(app, org);
@@ -1124,7 +1093,7 @@ describe("circuit breaker", () => {
   }
 
   it("trips at exactly 15 consecutive failures, not at 14; a 2xx resets the count", async () => {
-    const receiver = await startReceiver([500, 500, 500, 200], 500);
+    const receiver = await startScriptedReceiver([500, 500, 500, 200], 500);
     const { webhook } = await createHook(breakerApp, org, receiver.url, ["project.paused", "project.resumed"]);
     const id = webhook.id;
 
@@ -1225,7 +1194,7 @@ describe("circuit breaker", () => {
         (await call(breakerApp, "DELETE", `/org/${org.slug}/webhooks/${hook.id}`, { cookie: org.owner.cookie })).status,
       ).toBe(204);
     }
-    const receiver = await startReceiver([], 200);
+    const receiver = await startScriptedReceiver([], 200);
     for (const action of ["delete", "deactivate"] as const) {
       const { webhook } = await createHook(breakerApp, org, receiver.url, ["project.paused", "project.resumed"]);
       const before = receiver.requests.length;
@@ -1273,7 +1242,7 @@ describe("circuit breaker", () => {
 describe("POST /webhooks/{id}/test", () => {
   it("sends one signed webhook.test delivery now, even when the webhook's events never match", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver();
+    const receiver = await startScriptedReceiver();
     const { webhook, secret } = await createHook(app, org, receiver.url, ["billing.plan_change"]);
 
     const res = await call(app, "POST", `/webhooks/${webhook.id}/test`, { cookie: org.owner.cookie });
@@ -1303,7 +1272,7 @@ describe("POST /webhooks/{id}/test", () => {
 
   it("reports a failing receiver in the returned delivery after its one attempt", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver([], 500);
+    const receiver = await startScriptedReceiver([], 500);
     const { webhook } = await createHook(app, org, receiver.url, ["*"]);
     const res = await call(app, "POST", `/webhooks/${webhook.id}/test`, { cookie: org.owner.cookie });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -1323,7 +1292,7 @@ describe("POST /webhooks/{id}/test", () => {
 describe("org webhookUrl", () => {
   it("returns webhookSecret once, and signs every event to the org URL with it", async () => {
     const org = await freshOrg();
-    const receiver = await startReceiver();
+    const receiver = await startScriptedReceiver();
 
     const set = await call(app, "PATCH", `/org/${org.slug}`, {
       cookie: org.owner.cookie,
@@ -1357,7 +1326,7 @@ describe("org webhookUrl", () => {
     expect(receiver.requests).toHaveLength(1);
 
     // A new URL gets a new secret, and the next event is signed with it.
-    const moved = await startReceiver();
+    const moved = await startScriptedReceiver();
     const reset = await call(app, "PATCH", `/org/${org.slug}`, {
       cookie: org.owner.cookie,
       body: { webhookUrl: moved.url },

@@ -1,6 +1,4 @@
 import { createHmac } from "node:crypto";
-import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
 import { deliveryJobs } from "../src/domains/webhooks/delivery.ts";
@@ -12,9 +10,12 @@ import {
   createApiKey,
   createOrg,
   type Mailbox,
+  type ReceivedRequest,
+  type Receiver,
   signUp,
   startApp,
   startMailbox,
+  startReceiver,
   type TestApp,
   type TestUser,
 } from "./harness.ts";
@@ -41,57 +42,6 @@ const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const DAY_MS = 86_400_000;
 
 // --- receivers -------------------------------------------------------------------------------
-
-interface Received {
-  path: string;
-  headers: IncomingHttpHeaders;
-  raw: Buffer;
-  body: string;
-}
-
-interface Reply {
-  status: number;
-  body?: string;
-}
-
-/** Decides the answer to the `index`-th request (0-based, over the receiver's whole life). */
-type Responder = (request: Received, index: number) => Reply | Promise<Reply>;
-
-async function startReceiver(responder: Responder = () => ({ status: 200 })) {
-  const received: Received[] = [];
-  let respond = responder;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const raw = Buffer.concat(chunks);
-      const request: Received = { path: req.url ?? "/", headers: req.headers, raw, body: raw.toString("utf8") };
-      received.push(request);
-      void Promise.resolve(respond(request, received.length - 1)).then((reply) => {
-        res.writeHead(reply.status, { "content-type": "text/plain" }).end(reply.body ?? "ok");
-      });
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    received,
-    respondWith(next: Responder) {
-      respond = next;
-    },
-    /** The requests that arrived at `path`. */
-    at(path: string): Received[] {
-      return received.filter((r) => r.path === path);
-    },
-    close() {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
-type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 
 /** A promise a test resolves by hand: lets a receiver hold a request open. */
 function gate() {
@@ -123,7 +73,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const hmac = (secret: string, message: string | Buffer) => createHmac("sha256", secret).update(message).digest("hex");
 
 /** Checks both signatures with an HMAC computed here, independently of Plinth's code. */
-function expectSignedWith(request: Received, secret: string): void {
+function expectSignedWith(request: ReceivedRequest, secret: string): void {
   const timestamp = request.headers["x-service-timestamp"];
   expect(timestamp).toMatch(/^\d{10}$/);
   expect(request.headers["x-service-signature"]).toBe(hmac(secret, request.raw));
@@ -748,7 +698,7 @@ describe("workspace webhooks", () => {
       { key: "nullable", payloadFields: ["flag", "count"], secret: "secret-nullable" },
       { key: "nested", payloadFields: ["meta"], secret: "secret-nested" },
     ] as const;
-    const received = new Map<string, Received>();
+    const received = new Map<string, ReceivedRequest>();
     const hookIds = new Map<string, string>();
 
     beforeAll(async () => {
@@ -855,11 +805,11 @@ describe("workspace webhooks", () => {
           const list = await alpha.deliveries(hook.id);
           return list[0]?.status === "succeeded" ? list : undefined;
         });
-        expect(flaky.received).toHaveLength(3);
-        const ids = new Set(flaky.received.map((r) => r.headers["x-service-delivery"]));
+        expect(flaky.requests).toHaveLength(3);
+        const ids = new Set(flaky.requests.map((r) => r.headers["x-service-delivery"]));
         expect([...ids]).toEqual([delivery.id]);
-        for (const request of flaky.received) {
-          expect(request.body).toBe(flaky.received[0]!.body);
+        for (const request of flaky.requests) {
+          expect(request.body).toBe(flaky.requests[0]!.body);
           expectSignedWith(request, "flaky-secret");
         }
 
@@ -1124,7 +1074,7 @@ describe("workspace webhook circuit breaker", () => {
       return { status: 500, body: "down" };
     });
     for (let i = 0; i < 5; i++) await space.item("things", { n: i });
-    await until("the 15th attempt", () => failing.received.length === 15, 20_000);
+    await until("the 15th attempt", () => failing.requests.length === 15, 20_000);
 
     const at14 = await space.getHook(hook.id);
     expect(at14).toMatchObject({ active: true, consecutiveFailures: 14, disabledReason: null });
@@ -1171,8 +1121,8 @@ describe("workspace webhook circuit breaker", () => {
       expect(delivery.attemptCount).toBe(3);
       expect(delivery.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 500, 500]);
     }
-    expect(failing.received).toHaveLength(15);
-    expect(failing.received.map((r) => r.headers["x-service-delivery"])).not.toContain(queued.id);
+    expect(failing.requests).toHaveLength(15);
+    expect(failing.requests.map((r) => r.headers["x-service-delivery"])).not.toContain(queued.id);
 
     const audit = await autoDisabledAudit();
     expect(audit).toHaveLength(1);
@@ -1185,12 +1135,12 @@ describe("workspace webhook circuit breaker", () => {
     // New events no longer enqueue for it; the control hook proves the event was dispatched.
     const later = await space.item("things", { n: "after" });
     await until("the control hook to see the later item", () =>
-      control.received.some((r) => JSON.parse(r.body).data.id === later.id),
+      control.requests.some((r) => JSON.parse(r.body).data.id === later.id),
     );
-    expect(control.received.some((r) => JSON.parse(r.body).data.id === queuedItem.id)).toBe(true);
+    expect(control.requests.some((r) => JSON.parse(r.body).data.id === queuedItem.id)).toBe(true);
     expect(await space.deliveries(hook.id, "?limit=200")).toHaveLength(6);
     await sleep(200);
-    expect(failing.received).toHaveLength(15);
+    expect(failing.requests).toHaveLength(15);
 
     // Resume: active again, counter 0, reason cleared.
     const resumed = await space.api("PATCH", `/webhooks/${hook.id}`, { active: true });
@@ -1200,14 +1150,14 @@ describe("workspace webhook circuit breaker", () => {
 
     // Two failures, then a 2xx: the counter reaches 2 and goes back to 0.
     const third = gate();
-    const base = failing.received.length;
+    const base = failing.requests.length;
     failing.respondWith(async (_request, index) => {
       if (index - base < 2) return { status: 500 };
       await third.opened;
       return { status: 204 };
     });
     await space.item("things", { n: "recovers" });
-    await until("the third attempt after resuming", () => failing.received.length === base + 3);
+    await until("the third attempt after resuming", () => failing.requests.length === base + 3);
     expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 2 });
     third.open();
     await until("the counter to reset", async () => (await space.getHook(hook.id)).consecutiveFailures === 0);
@@ -1216,7 +1166,7 @@ describe("workspace webhook circuit breaker", () => {
       return list[0]?.status === "succeeded" ? list : undefined;
     });
     expect(latest.attempts.map((a: { statusCode: number }) => a.statusCode)).toEqual([500, 500, 204]);
-    const ids = new Set(failing.received.slice(base).map((r) => r.headers["x-service-delivery"]));
+    const ids = new Set(failing.requests.slice(base).map((r) => r.headers["x-service-delivery"]));
     expect([...ids]).toEqual([latest.id]);
     expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 0, disabledReason: null });
     expect(await autoDisabledAudit()).toHaveLength(1);
@@ -1240,7 +1190,7 @@ describe("workspace webhook circuit breaker", () => {
 
       // The only worker slot is busy with the held request while the victims' deliveries queue up.
       await space.item("block", { n: 1 });
-      await until("the held request", () => blocker.received.length === 1);
+      await until("the held request", () => blocker.requests.length === 1);
       await space.item("victims", { n: 1 });
       const [queued] = await until("the queued delivery", async () => {
         const list = await space.deliveries(paused.id);
@@ -1265,7 +1215,7 @@ describe("workspace webhook circuit breaker", () => {
       });
       expect(doomedRow.attempts).toBe(0);
       await sleep(200);
-      expect(victims.received).toEqual([]);
+      expect(victims.requests).toEqual([]);
       // Switched off by hand: no breaker reason, no failure counted.
       expect(await space.getHook(paused.id)).toMatchObject({
         active: false,

@@ -1,36 +1,20 @@
 import { createHmac } from "node:crypto";
-import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
 import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
-import { call, createApiKey, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-async function startReceiver() {
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
-      res.writeHead(200).end("ok");
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hook`,
-    received,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
+import {
+  call,
+  createApiKey,
+  createOrg,
+  type Receiver,
+  signUp,
+  startApp,
+  startReceiver,
+  type TestApp,
+  type TestUser,
+} from "./harness.ts";
 
 async function until<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -47,7 +31,7 @@ let owner: TestUser;
 let slug: string;
 let projectId: string;
 let adminToken: string;
-let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let receiver: Receiver;
 
 /** A call to the project's workspace API, `{workspaceUrl}/api`. */
 async function ws(method: string, path: string, options: { body?: unknown; token?: string } = {}) {
@@ -124,7 +108,7 @@ describe("workspace runtime", () => {
   it("serves collections and items to the admin token, with events reaching a signed webhook", async () => {
     const hook = await ws("POST", "/webhooks", {
       token: adminToken,
-      body: { name: "all items", url: receiver.url, events: ["items:*:created"], secret: "s3cret" },
+      body: { name: "all items", url: `${receiver.url}/hook`, events: ["items:*:created"], secret: "s3cret" },
     });
     expect(hook.status).toBe(201);
     expect(hook.body.webhook).not.toHaveProperty("secret");
@@ -133,7 +117,7 @@ describe("workspace runtime", () => {
     expect(created.status).toBe(201);
     expect(created.body.item).toMatchObject({ title: "Hello", id: expect.any(String) });
 
-    const delivery = await until(() => receiver.received.find((r) => r.body.includes(created.body.item.id)));
+    const delivery = await until(() => receiver.requests.find((r) => r.body.includes(created.body.item.id)));
     const body = JSON.parse(delivery.body);
     expect(body).toMatchObject({ channel: "items:posts", event: "created", data: created.body.item });
     const timestamp = delivery.headers["x-service-timestamp"] as string;
@@ -158,7 +142,12 @@ describe("workspace runtime", () => {
   it("refuses reserved headers on a webhook with 422", async () => {
     const res = await ws("POST", "/webhooks", {
       token: adminToken,
-      body: { name: "bad", url: receiver.url, events: ["items"], headers: { "X-Service-Signature": "forged" } },
+      body: {
+        name: "bad",
+        url: `${receiver.url}/hook`,
+        events: ["items"],
+        headers: { "X-Service-Signature": "forged" },
+      },
     });
     expect(res.status).toBe(422);
     expect(res.body.error.details[0].path).toBe("headers.X-Service-Signature");
@@ -178,11 +167,11 @@ describe("workspace users, files and their events", () => {
   beforeAll(async () => {
     const hook = await ws("POST", "/webhooks", {
       token: adminToken,
-      body: { name: "auth and files", url: receiver.url, events: ["auth", "files"] },
+      body: { name: "auth and files", url: `${receiver.url}/hook`, events: ["auth", "files"] },
     });
     expect(hook.status).toBe(201);
     events = () =>
-      receiver.received.map((r) => JSON.parse(r.body)).filter((b) => b.channel === "auth" || b.channel === "files");
+      receiver.requests.map((r) => JSON.parse(r.body)).filter((b) => b.channel === "auth" || b.channel === "files");
   });
 
   it("signs users up and in with tokens, never exposing the password hash", async () => {
@@ -266,24 +255,24 @@ describe("workspace users, files and their events", () => {
   });
 
   it("raises no event for a write that fails", async () => {
-    const before = receiver.received.length;
+    const before = receiver.requests.length;
     expect((await ws("POST", "/items/missing", { token: adminToken, body: { a: 1 } })).status).toBe(404);
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(receiver.received.length).toBe(before);
+    expect(receiver.requests.length).toBe(before);
   });
 });
 
 describe("a write that fails on a constraint", () => {
   it("emits no event: simultaneous sign-ups with one e-mail give one user and one signed_up", async () => {
     // The project is on template 1.1.0, whose unique index on lower(email) is the constraint.
-    const before = receiver.received.length;
+    const before = receiver.requests.length;
     const email = `race-${Date.now()}@example.test`;
     const results = await Promise.all(
       Array.from({ length: 4 }, () => ws("POST", "/auth/sign-up", { body: { email, password: "long-enough-pw" } })),
     );
     expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409]);
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const signedUp = receiver.received
+    const signedUp = receiver.requests
       .slice(before)
       .map((r) => JSON.parse(r.body))
       .filter((b) => b.event === "signed_up" && b.data.email === email);
@@ -294,7 +283,7 @@ describe("a write that fails on a constraint", () => {
 describe("concurrent writes", () => {
   it("commit together yet fail alone: one bad write among many leaves the others and their events intact", async () => {
     await ws("POST", "/collections", { token: adminToken, body: { slug: "burst" } });
-    const before = receiver.received.length;
+    const before = receiver.requests.length;
     const results = await Promise.all(
       Array.from({ length: 25 }, (_, n) =>
         ws("POST", n === 12 ? "/items/no-such-collection" : "/items/burst", { token: adminToken, body: { n } }),
@@ -306,9 +295,9 @@ describe("concurrent writes", () => {
     const listed = await ws("GET", "/items/burst?limit=100", { token: adminToken });
     expect(listed.body.items.map((item: { id: string }) => item.id).sort()).toEqual([...ids].sort());
     // The "all items" hook (items:*:created) hears each created item once, and nothing of the failed one.
-    await until(() => ids.every((id) => receiver.received.slice(before).some((r) => r.body.includes(id))));
+    await until(() => ids.every((id) => receiver.requests.slice(before).some((r) => r.body.includes(id))));
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const burst = receiver.received
+    const burst = receiver.requests
       .slice(before)
       .map((r) => JSON.parse(r.body))
       .filter((b) => b.channel === "items:burst");
