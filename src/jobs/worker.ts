@@ -272,10 +272,11 @@ export class Worker implements LocalTaker {
       // Each batchable kind, then the other known kinds, by the (status, kind, run_at) index.
       for (const [kind, limit] of wants) {
         const rows = await due(limit).where("kind", "=", kind).execute();
-        // Finding any may mean more are left (a full claim, or other workers took the rest of
-        // what was there): look at this kind again on the next claim, until one finds none.
-        if (rows.length > 0) this.hinted.add(kind);
-        if (rows.length === limit) full = true;
+        // A full claim may have left more behind: look at this kind again next time.
+        if (rows.length === limit) {
+          full = true;
+          this.hinted.add(kind);
+        }
         candidates.push(...rows);
       }
       let slots = singles;
