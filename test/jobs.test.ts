@@ -372,4 +372,40 @@ describe("batch handlers", () => {
     expect(seen).not.toContain(99);
     expect(recorded).not.toContain(99);
   });
+
+  it("fails only the jobs of a batch still running at its deadline", async () => {
+    await runWorker({
+      "test.batch": {
+        batchSize: 8,
+        maxInFlight: 8,
+        async handleBatch(runs) {
+          // Job 1 never finishes; job 2 does at once.
+          return runs.map(({ payload }) =>
+            payload.n === 1 ? new Promise<never>(() => {}) : Promise.resolve({ error: null }),
+          );
+        },
+      },
+    });
+    await deps.db
+      .transaction()
+      .execute((trx) =>
+        deps.jobs.enqueue(
+          trx,
+          ...[1, 2].map((n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 1, timeoutMs: 200 })),
+        ),
+      );
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.length === 2 && rows.every((row) => row.status === "succeeded" || row.status === "dead");
+    });
+    const rows = await deps.db
+      .selectFrom("jobs")
+      .select(["payload", "status", "last_error"])
+      .orderBy("payload")
+      .execute();
+    expect(rows.map((row) => [JSON.parse(row.payload).n, row.status, row.last_error])).toEqual([
+      [1, "dead", "job timed out after 200 ms"],
+      [2, "succeeded", null],
+    ]);
+  });
 });

@@ -30,7 +30,7 @@ import { cpus, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon, { type Result } from "autocannon";
-import pg from "pg";
+import { createDatabase, signUpCookie } from "../lib.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
@@ -287,22 +287,7 @@ interface Credentials {
 }
 
 async function setUpAccount(url: string): Promise<Credentials> {
-  const signUp = await fetch(`${url}/api/auth/sign-up/email`, {
-    method: "POST",
-    // better-auth refuses a cookie-less POST without an Origin it trusts (PUBLIC_URL).
-    headers: { "content-type": "application/json", origin: url },
-    body: JSON.stringify({
-      email: `bench-${randomBytes(4).toString("hex")}@example.test`,
-      password: "correct-horse-battery-staple",
-      name: "Bench User",
-    }),
-  });
-  if (signUp.status !== 200) throw new Error(`sign-up failed: ${signUp.status} ${await signUp.text()}`);
-  const cookie = signUp.headers
-    .getSetCookie()
-    .find((c) => c.startsWith("plinth.session_token="))
-    ?.split(";")[0];
-  if (!cookie) throw new Error("sign-up returned no plinth.session_token cookie");
+  const cookie = await signUpCookie(url);
 
   const org = await postJson(url, "/api/org", cookie, { name: "Bench Org" }, 201);
   const slug = (org as { org: { slug: string } }).org.slug;
@@ -399,33 +384,12 @@ async function benchPlinth(database: "sqlite" | "postgres", databaseUrl?: string
 }
 
 async function benchPostgres(): Promise<Measurement[]> {
-  const name = `plinth_bench_${randomBytes(4).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
+  const database = await createDatabase(PG_ADMIN_URL, "plinth_bench");
+  cleanups.push(database.drop);
   try {
-    await admin.query(`create database ${name}`);
+    return await benchPlinth("postgres", database.url);
   } finally {
-    await admin.end();
-  }
-  let dropped = false;
-  const dropDatabase = async () => {
-    if (dropped) return;
-    dropped = true;
-    const client = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await client.connect();
-    try {
-      await client.query(`drop database if exists ${name} with (force)`);
-    } finally {
-      await client.end();
-    }
-  };
-  cleanups.push(dropDatabase);
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
-  try {
-    return await benchPlinth("postgres", url.toString());
-  } finally {
-    await dropDatabase().catch((error: unknown) => console.error(`could not drop database ${name}:`, error));
+    await database.drop().catch((error: unknown) => console.error(`could not drop ${database.url}:`, error));
   }
 }
 

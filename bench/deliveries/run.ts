@@ -56,6 +56,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
+import { createDatabase, signUpCookie } from "../lib.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const SELF = fileURLToPath(import.meta.url);
@@ -612,21 +613,7 @@ interface Setup {
 
 /** Sign-up, org, an API key, `projectCount` projects provisioned to active, then the org webhook (events ["*"]). */
 async function setUp(url: string, receiverUrl: string, projectCount: number): Promise<Setup> {
-  const signUp = await fetch(`${url}/api/auth/sign-up/email`, {
-    method: "POST",
-    headers: { "content-type": "application/json", origin: url },
-    body: JSON.stringify({
-      email: `bench-${randomBytes(4).toString("hex")}@example.test`,
-      password: "correct-horse-battery-staple",
-      name: "Bench User",
-    }),
-  });
-  if (signUp.status !== 200) throw new Error(`sign-up failed: ${signUp.status} ${await signUp.text()}`);
-  const cookie = signUp.headers
-    .getSetCookie()
-    .find((c) => c.startsWith("plinth.session_token="))
-    ?.split(";")[0];
-  if (!cookie) throw new Error("sign-up returned no session cookie");
+  const cookie = await signUpCookie(url);
   const session: Api = { url, auth: { cookie } };
   const { org } = await request(session, "POST", "/org", { name: "Bench Org" }, 201);
   // The rest goes through an org API key (scope full), the way an automated client calls Plinth.
@@ -670,26 +657,9 @@ let pgDatabaseUrl: string | undefined;
 /** A fresh schema in a database created for this run (dropped at the end). */
 async function postgresStore(): Promise<Store> {
   if (!pgDatabaseUrl) {
-    const name = `plinth_bench_${randomBytes(4).toString("hex")}`;
-    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await admin.connect();
-    try {
-      await admin.query(`create database ${name}`);
-    } finally {
-      await admin.end();
-    }
-    cleanups.unshift(async () => {
-      const client = new pg.Client({ connectionString: PG_ADMIN_URL });
-      await client.connect();
-      try {
-        await client.query(`drop database if exists ${name} with (force)`);
-      } finally {
-        await client.end();
-      }
-    });
-    const url = new URL(PG_ADMIN_URL);
-    url.pathname = `/${name}`;
-    pgDatabaseUrl = url.toString();
+    const database = await createDatabase(PG_ADMIN_URL, "plinth_bench");
+    cleanups.unshift(database.drop);
+    pgDatabaseUrl = database.url;
   }
   const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-bench-dlv-"));
   cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));

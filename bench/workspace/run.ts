@@ -53,7 +53,6 @@
  *   BENCH_VERBOSE        1: pass Plinth's output through
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createNetServer } from "node:net";
@@ -61,8 +60,8 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon, { type Result } from "autocannon";
-import pg from "pg";
 import { Pool } from "undici";
+import { createDatabase, signUpCookie } from "../lib.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
@@ -417,23 +416,7 @@ function expectStatus(what: string, got: { status: number; body: unknown }, want
 
 async function setUpWorkspace(plinth: Plinth, receiver: Receiver, hooks: number): Promise<Workspace> {
   const url = plinth.url;
-  const signUp = await call(
-    `${url}/api/auth/sign-up/email`,
-    "POST",
-    // better-auth refuses a cookie-less POST without an Origin it trusts (PUBLIC_URL).
-    { origin: url },
-    {
-      email: `bench-${randomBytes(4).toString("hex")}@example.test`,
-      password: "correct-horse-battery-staple",
-      name: "B",
-    },
-  );
-  expectStatus("sign-up", signUp, 200);
-  const cookie = signUp.headers
-    .getSetCookie()
-    .find((c) => c.startsWith("plinth.session_token="))
-    ?.split(";")[0];
-  if (!cookie) throw new Error("sign-up returned no plinth.session_token cookie");
+  const cookie = await signUpCookie(url, "B");
   const session = { origin: url, cookie };
   const org = await call(`${url}/api/org`, "POST", session, { name: "Bench Org" });
   expectStatus("create org", org, 201);
@@ -553,30 +536,9 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function pgDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `plinth_bench_ws_${randomBytes(4).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
-  let dropped = false;
-  const drop = async () => {
-    if (dropped) return;
-    dropped = true;
-    const client = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await client.connect();
-    try {
-      await client.query(`drop database if exists ${name} with (force)`);
-    } finally {
-      await client.end();
-    }
-  };
-  cleanups.push(drop);
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
-  return { url: url.toString(), drop };
+  const database = await createDatabase(PG_ADMIN_URL, "plinth_bench_ws");
+  cleanups.push(database.drop);
+  return database;
 }
 
 /** A fresh Plinth on a fresh database for one scenario, stopped (and its database dropped) after. */

@@ -136,7 +136,7 @@ export class Worker implements LocalTaker {
   private scheduleTimer: NodeJS.Timeout | undefined;
   private readonly pollMs: number;
   /** Batchable kinds and how many of each may run at once. */
-  private readonly batchKinds: Array<[string, number]>;
+  private readonly batchKinds: Map<string, number>;
   private readonly singleKinds: string[];
 
   constructor(
@@ -146,8 +146,10 @@ export class Worker implements LocalTaker {
   ) {
     this.pollMs = options.pollMs ?? 1_000;
     const entries = Object.entries(handlers);
-    this.batchKinds = entries.flatMap(
-      ([kind, h]): Array<[string, number]> => (isBatchHandler(h) ? [[kind, Math.max(1, h.maxInFlight)]] : []),
+    this.batchKinds = new Map(
+      entries.flatMap(
+        ([kind, h]): Array<[string, number]> => (isBatchHandler(h) ? [[kind, Math.max(1, h.maxInFlight)]] : []),
+      ),
     );
     this.singleKinds = entries.filter(([, h]) => !isBatchHandler(h)).map(([kind]) => kind);
   }
@@ -286,7 +288,7 @@ export class Worker implements LocalTaker {
         if (slots === 0) for (const kind of this.singleKinds) this.hinted.add(kind);
         candidates.push(...rows);
       }
-      // Jobs whose lease lapsed, by (status, lease_until).
+      // Jobs whose lease lapsed: among the running ones, few (those in flight).
       if (fullLook && slots > 0) {
         let lapsed = trx
           .selectFrom("jobs")
@@ -302,7 +304,7 @@ export class Worker implements LocalTaker {
       }
       // Only when nothing known is due: kinds no handler here knows, which are dead-lettered.
       if (fullLook && candidates.length === 0 && slots > 0) {
-        const known = [...this.batchKinds.map(([kind]) => kind), ...this.singleKinds];
+        const known = [...this.batchKinds.keys(), ...this.singleKinds];
         let unknown = due(slots);
         if (known.length > 0) unknown = unknown.where("kind", "not in", known);
         const rows = await unknown.execute();
@@ -341,15 +343,15 @@ export class Worker implements LocalTaker {
   }
 
   reserve(kind: string, count: number): number {
-    const capacity = this.batchKinds.find(([batchKind]) => batchKind === kind)?.[1];
+    const capacity = this.batchKinds.get(kind);
     if (this.stopping || capacity === undefined) return 0;
     const taken = Math.max(0, Math.min(count, capacity - (this.inFlight.get(kind) ?? 0)));
-    this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + taken);
+    this.countInFlight(kind, taken);
     return taken;
   }
 
   release(kind: string, count: number): void {
-    if (count > 0) this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - count);
+    this.countInFlight(kind, -count);
   }
 
   adopt(jobs: Job[]): void {
@@ -380,7 +382,7 @@ export class Worker implements LocalTaker {
       batch.sort((a, b) => (a.run_at < b.run_at ? -1 : a.run_at > b.run_at ? 1 : 0));
       for (let i = 0; i < batch.length; i += handler.batchSize) {
         const part = batch.slice(i, i + handler.batchSize);
-        if (!reserved) this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + part.length);
+        if (!reserved) this.countInFlight(kind, part.length);
         this.track(part[0]?.id ?? kind, this.executeBatch(part, handler, reserved));
       }
     }
@@ -396,8 +398,6 @@ export class Worker implements LocalTaker {
   /** Runs `work` with an AbortSignal that fires after `timeoutMs`; rejects then too. */
   private async withTimeout<T>(timeoutMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const controller = new AbortController();
-    // A batch's jobs all listen on this one signal.
-    setMaxListeners(0, controller.signal);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -435,52 +435,54 @@ export class Worker implements LocalTaker {
 
   /**
    * Runs a batch under one deadline (the longest of its jobs' timeouts). Each job's result joins
-   * the next group commit as soon as it is ready.
+   * the next group commit as soon as it is ready; a job still running at the deadline is
+   * committed as a failed attempt, like a single job that times out.
    */
   private async executeBatch(claimed: Job[], handler: BatchJobHandler, adopted: boolean): Promise<void> {
     const kind = claimed[0]?.kind ?? "";
     // Jobs handed over at enqueue exist only if that transaction committed.
     const jobs = adopted && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
-    if (jobs.length < claimed.length) this.release(kind, claimed.length - jobs.length);
+    this.countInFlight(kind, jobs.length - claimed.length);
     if (jobs.length === 0) return;
     const timeoutMs = Math.max(...jobs.map((job) => job.timeout_ms));
-    let left = jobs.length;
-    await this.withTimeout(timeoutMs, async (signal) => {
-      const deadline = new Promise<never>((_, reject) =>
-        signal.addEventListener("abort", () => reject(new Error(`job timed out after ${timeoutMs} ms`)), {
-          once: true,
-        }),
-      );
-      deadline.catch(() => {});
-      let results: Array<Promise<JobResult>>;
-      try {
-        results = await handler.handleBatch(
-          jobs.map((job) => ({ job, payload: fromJsonColumn(job.payload, {}), signal })),
-          signal,
-        );
-      } catch (error) {
-        const failed = Promise.resolve({ error: error instanceof Error ? error : new Error(String(error)) });
-        results = jobs.map(() => failed);
-      }
+    const controller = new AbortController();
+    // A batch's jobs all listen on this one signal.
+    setMaxListeners(0, controller.signal);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        controller.abort();
+        reject(new Error(`job timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
+    });
+    deadline.catch(() => {});
+    const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));
+    try {
+      const results = await Promise.race([
+        handler.handleBatch(
+          jobs.map((job) => ({ job, payload: fromJsonColumn(job.payload, {}), signal: controller.signal })),
+          controller.signal,
+        ),
+        deadline,
+      ]).catch((error: unknown) => jobs.map(() => Promise.resolve<JobResult>({ error: asError(error) })));
       await Promise.all(
         jobs.map(async (job, i) => {
-          let result: JobResult;
-          try {
-            result = await Promise.race([results[i] ?? Promise.resolve({ error: null }), deadline]);
-          } catch (error) {
-            result = { error: error instanceof Error ? error : new Error(String(error)) };
-          }
+          const result = await Promise.race([
+            results[i] ?? Promise.resolve<JobResult>({ error: null }),
+            deadline,
+          ]).catch((error: unknown): JobResult => ({ error: asError(error) }));
           const outcome: Outcome = result.error ? this.failure(job, handler, result.error) : { status: "succeeded" };
           await this.commit(job, outcome, result.data);
-          left--;
-          this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - 1);
+          this.countInFlight(kind, -1);
         }),
       );
-    }).catch((error: unknown) => {
-      // The deadline passed before every result was committed; their leases lapse and they rerun.
-      this.deps.log.error({ err: error, kind }, "a batch of jobs outlived its deadline");
-    });
-    this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) - left);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private countInFlight(kind: string, delta: number): void {
+    if (delta !== 0) this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + delta);
   }
 
   private async committed(jobs: Job[]): Promise<Job[]> {
