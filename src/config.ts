@@ -38,6 +38,7 @@ const EnvSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: nonNegativeInt.default(10_000),
   WORKERS: nonNegativeInt.default(8),
   WORKER_POLL_MS: positiveInt.default(1_000),
+  WORKER_THREAD: booleanFlag.default(true),
   SERVED_REGIONS: z
     .string()
     .regex(/^[a-z]{3}(,[a-z]{3})*$/, "must be a comma-separated list of region codes")
@@ -72,6 +73,8 @@ export type Config = {
   /** Jobs this process runs at once; 0 runs no jobs here. */
   workers: number;
   workerPollMs: number;
+  /** Run a server's job slots on a worker thread (a second core) rather than the API's event loop. */
+  workerThread: boolean;
   /** Regions this deployment provisions projects in; a project elsewhere fails to provision. */
   servedRegions: string[];
   projectPurgeDays: number;
@@ -120,6 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     workers: e.WORKERS,
     workerPollMs: e.WORKER_POLL_MS,
+    workerThread: e.WORKER_THREAD,
     servedRegions: e.SERVED_REGIONS.split(","),
     projectPurgeDays: e.PROJECT_PURGE_DAYS,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,

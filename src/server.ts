@@ -5,82 +5,15 @@ import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { createAuth } from "./auth/better-auth.ts";
 import { resolveAuthSecret } from "./auth/secret.ts";
-import { type Clock, systemClock } from "./clock.ts";
-import type { Config } from "./config.ts";
-import { type DatabaseHandle, openDatabase } from "./db/database.ts";
-import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
-import { invitationJobs } from "./domains/members/service.ts";
-import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
-import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery.ts";
 import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
-import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
+import { WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
 import type { AppEnv } from "./http/context.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
-import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
-import { JobQueue } from "./jobs/queue.ts";
-import { Worker } from "./jobs/worker.ts";
-import { createOutboundClient } from "./lib/outbound.ts";
-import { createLogger, type Logger } from "./logger.ts";
-import { createMailer } from "./mail/mailer.ts";
+import { closeDeps, createWorker, openDeps, type StartOptions, WORKSPACE_CACHE_SIZE } from "./runtime.ts";
+import { WorkerThread } from "./worker-thread.ts";
 
-export interface StartOptions {
-  config: Config;
-  clock?: Clock;
-  log?: Logger;
-}
-
-/** Opens the database (applying migrations) and builds what every part of Plinth depends on. */
-async function openDeps({ config, clock = systemClock, log = createLogger(config) }: StartOptions) {
-  const database = openDatabase(config);
-  await migrateToLatest(database, config.databaseSchema);
-  const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, log });
-  const jobs = new JobQueue(database.dialect, clock, config.databaseSchema);
-  const outbound = createOutboundClient({
-    timeoutMs: config.webhookTimeoutMs,
-    allowPrivate: config.allowPrivateWebhookUrls,
-  });
-  const deps: Deps = {
-    db: database.db,
-    dialect: database.dialect,
-    reader: database.reader,
-    config,
-    clock,
-    log,
-    mailer,
-    jobs,
-    outbound,
-  };
-  return { deps, database };
-}
-
-/** Open workspace databases kept per process (least recently used closed first). */
-const WORKSPACE_CACHE_SIZE = 256;
-
-/** The job handlers and recurring jobs of every domain. */
-function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher): Worker {
-  return new Worker(
-    deps,
-    {
-      ...maintenanceJobs(deps),
-      ...invitationJobs(deps),
-      ...projectJobs(deps),
-      ...deliveryJobs(deps),
-      ...dispatchJobs(dispatcher),
-    },
-    {
-      concurrency: deps.config.workers,
-      pollMs: deps.config.workerPollMs,
-      recurring: [...maintenanceSchedule, ...projectSchedule, ...deliverySchedule, ...dispatchSchedule],
-    },
-  );
-}
-
-async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<void> {
-  deps.mailer.close();
-  await deps.outbound.close();
-  await database.close();
-}
+export { type RunningWorker, type StartOptions, startWorker } from "./runtime.ts";
 
 export interface RunningServer {
   url: string;
@@ -91,7 +24,11 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Serves the API, and runs `config.workers` job slots in the same process. */
+/**
+ * Serves the API, and runs `config.workers` job slots in the same process: on a worker thread
+ * of their own (`config.workerThread`), or on the API's event loop. A server given its own clock
+ * (the tests' manual clock) runs them on the event loop, where that clock reaches them.
+ */
 export async function startServer(options: StartOptions): Promise<RunningServer> {
   const { deps, database } = await openDeps(options);
   const { config, log, clock } = deps;
@@ -105,10 +42,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
   const databases = new WorkspaceDatabases(deps, WORKSPACE_CACHE_SIZE);
-  const dispatcher = new WorkspaceDispatcher(deps, databases);
-  const worker = config.workers > 0 ? createWorker(deps, dispatcher) : undefined;
+  const threaded = config.workers > 0 && config.workerThread && options.clock === undefined;
+  const thread = threaded ? await WorkerThread.start(deps) : undefined;
+  const dispatcher = new WorkspaceDispatcher(deps, databases, thread && ((projectId) => thread.dispatch(projectId)));
+  const worker = config.workers > 0 && !thread ? createWorker(deps, dispatcher) : undefined;
   await worker?.start();
-  // Events a crash left in workspace outboxes go out now rather than at the next daily sweep.
+  // Events a crash left in workspace outboxes go out now rather than at the next daily sweep
+  // (a worker thread sweeps as it starts).
   if (worker) void dispatcher.sweep(true).catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
   const app = createApp({ deps, auth, limiter, workspace: { deps, auth, databases, dispatcher, limiter } });
 
@@ -120,7 +60,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
   });
   const port = (server.address() as AddressInfo).port;
-  log.info({ port, dialect: deps.dialect, workers: config.workers }, "plinth listening");
+  log.info(
+    { port, dialect: deps.dialect, workers: config.workers, workerThread: thread !== undefined },
+    "plinth listening",
+  );
 
   let closing: Promise<void> | undefined;
   const close = () => {
@@ -128,6 +71,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       await Promise.all([
         drainHttp(server, inFlight, config.shutdownTimeoutMs),
         worker?.stop(config.shutdownTimeoutMs),
+        thread?.stop(),
       ]);
       await dispatcher.settle();
       await limiter.stop();
@@ -139,29 +83,6 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
 
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
   return { url: `http://${host}:${port}`, port, deps, app, close };
-}
-
-export interface RunningWorker {
-  deps: Deps;
-  close(): Promise<void>;
-}
-
-/** Runs jobs only (`plinth worker`), with `config.workers` slots (at least one). */
-export async function startWorker(options: StartOptions): Promise<RunningWorker> {
-  const { deps, database } = await openDeps(options);
-  const workerDeps = { ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } };
-  const dispatcher = new WorkspaceDispatcher(workerDeps, new WorkspaceDatabases(workerDeps, WORKSPACE_CACHE_SIZE));
-  const worker = createWorker(workerDeps, dispatcher);
-  await worker.start();
-  deps.log.info({ worker: worker.id, dialect: deps.dialect }, "plinth worker running");
-  let closing: Promise<void> | undefined;
-  return {
-    deps,
-    close: () => {
-      closing ??= worker.stop(deps.config.shutdownTimeoutMs).then(() => closeDeps(deps, database));
-      return closing;
-    },
-  };
 }
 
 /** Counts requests whose handlers are still running, which can outlive their connection. */

@@ -47,11 +47,19 @@ export async function startApp(
     DATA_DIR: dataDir,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     AUTH_SECRET: "test-secret-test-secret-test-secret-0123",
+    // Jobs run on the test's event loop, where the manual clock reaches them (worker-thread.test.ts
+    // turns the thread on).
+    WORKER_THREAD: "false",
     ...(POSTGRES_URL ? { DATABASE_URL: POSTGRES_URL, DATABASE_SCHEMA: schema } : {}),
     ...env,
   });
   const clock = new ManualClock();
-  const server = await startServer({ config, clock, log: createLogger(config) });
+  // A worker thread keeps time by the system clock: an app with one runs on that clock throughout.
+  const server = await startServer({
+    config,
+    clock: config.workerThread ? undefined : clock,
+    log: createLogger(config),
+  });
   return {
     url: server.url,
     clock,

@@ -1,7 +1,17 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, type Transaction } from "kysely";
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
+  Kysely,
+  PostgresDialect,
+  type SqliteDatabase,
+  SqliteDialect,
+  SqliteDriver,
+  type Transaction,
+} from "kysely";
 import pg from "pg";
 import type { Database } from "./schema.ts";
 
@@ -51,7 +61,7 @@ function openSqlite(file: string): DatabaseHandle {
   sqlite.pragma("synchronous = NORMAL");
   sqlite.pragma("foreign_keys = ON");
   sqlite.pragma("busy_timeout = 5000");
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  const db = new Kysely<Database>({ dialect: sqliteDialect(sqlite) });
   // Opened on first use, after migrations have created the tables it reads.
   let readConnection: SqliteDatabase | undefined;
   const reader: Reader = {
@@ -75,6 +85,32 @@ function openSqlite(file: string): DatabaseHandle {
       await db.destroy();
     },
   };
+}
+
+/**
+ * Kysely's SQLite dialect, with transactions that take the write lock as they begin (`BEGIN
+ * IMMEDIATE`). Two connections write to a file here (a server and its worker thread): a deferred
+ * transaction that reads and then writes fails at once with SQLITE_BUSY if the other connection
+ * committed in between, without waiting; an immediate one waits its turn in the busy handler.
+ */
+export function sqliteDialect(sqlite: SQLite.Database): SqliteDialect {
+  return new ImmediateSqliteDialect(withStatementCache(sqlite));
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly database: SqliteDatabase) {
+    super({ database });
+  }
+
+  override createDriver(): Driver {
+    return new ImmediateSqliteDriver({ database: this.database });
+  }
+}
+
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw("begin immediate"));
+  }
 }
 
 const STATEMENT_CACHE_SIZE = 500;

@@ -142,8 +142,9 @@ export class JobQueue {
     if (this.dialect === "postgres") {
       await sql`select pg_notify(${this.channel}, ${kinds.join(",")})`.execute(db);
     } else if (kinds.length > 0) {
-      // Every SQLite query shares one connection, so a worker woken now queues behind the
-      // caller's transaction and claims only after it commits.
+      // Every SQLite query of this thread shares one connection, so a worker woken now queues
+      // behind the caller's transaction and claims only after it commits. (A worker thread is
+      // woken only once the transaction is over: see WorkerThread.)
       setImmediate(() => this.wake(kinds));
     }
   }

@@ -1,7 +1,8 @@
 import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, SqliteDialect, sql } from "kysely";
+import { Kysely, sql } from "kysely";
+import { sqliteDialect } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { versionsBetween } from "./templates.ts";
 
@@ -28,7 +29,9 @@ async function withWorkspace<T>(deps: Deps, projectId: string, work: (db: Worksp
   const sqlite = new SQLite(file);
   sqlite.pragma("journal_mode = WAL");
   sqlite.pragma("synchronous = NORMAL");
-  const db: WorkspaceDb = new Kysely({ dialect: new SqliteDialect({ database: sqlite }) });
+  // Other connections (the server's, its worker thread's) may be writing to this file too.
+  sqlite.pragma("busy_timeout = 5000");
+  const db: WorkspaceDb = new Kysely({ dialect: sqliteDialect(sqlite) });
   try {
     return await work(db);
   } finally {

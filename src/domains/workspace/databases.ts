@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import SQLite from "better-sqlite3";
-import { Kysely, SqliteDialect } from "kysely";
-import { withStatementCache } from "../../db/database.ts";
+import { Kysely } from "kysely";
+import { sqliteDialect } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 
@@ -62,7 +62,7 @@ export class WorkspaceDatabases {
     sqlite.pragma("journal_mode = WAL");
     sqlite.pragma("synchronous = NORMAL");
     sqlite.pragma("busy_timeout = 5000");
-    return new Kysely({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+    return new Kysely({ dialect: sqliteDialect(sqlite) });
   }
 
   private evictOldest(): void {

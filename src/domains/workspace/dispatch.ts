@@ -65,9 +65,11 @@ export class WorkspaceDispatcher {
   private readonly again = new Set<string>();
   private readonly lastStart = new Map<string, number>();
 
+  /** `forward`: where a server whose worker runs on a thread passes its `schedule` calls. */
   constructor(
     private readonly deps: Deps,
     private readonly databases: WorkspaceDatabases,
+    private readonly forward?: (projectId: string) => void,
   ) {}
 
   /** Before a change: make sure (durably) this project's outbox is known to need dispatch. */
@@ -86,6 +88,10 @@ export class WorkspaceDispatcher {
 
   /** After a change commits: dispatch soon; changes meanwhile coalesce into the next pass. */
   schedule(projectId: string): void {
+    if (this.forward) {
+      this.forward(projectId);
+      return;
+    }
     if (this.running.has(projectId)) {
       this.again.add(projectId);
       return;

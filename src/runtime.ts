@@ -1,0 +1,121 @@
+import { type Clock, systemClock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { type DatabaseHandle, openDatabase } from "./db/database.ts";
+import { migrateToLatest } from "./db/migrate.ts";
+import type { Deps } from "./deps.ts";
+import { invitationJobs } from "./domains/members/service.ts";
+import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
+import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery.ts";
+import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
+import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
+import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
+import { JobQueue } from "./jobs/queue.ts";
+import { Worker } from "./jobs/worker.ts";
+import { createOutboundClient } from "./lib/outbound.ts";
+import { createLogger, type Logger } from "./logger.ts";
+import { createMailer } from "./mail/mailer.ts";
+
+export interface StartOptions {
+  config: Config;
+  clock?: Clock;
+  log?: Logger;
+}
+
+/** Open workspace databases kept per process or thread (least recently used closed first). */
+export const WORKSPACE_CACHE_SIZE = 256;
+
+/**
+ * Opens the database and builds what every part of Plinth depends on. `migrate: false` is for a
+ * worker thread, whose server applied the migrations before starting it.
+ */
+export async function openDeps(
+  { config, clock = systemClock, log = createLogger(config) }: StartOptions,
+  { migrate = true }: { migrate?: boolean } = {},
+): Promise<{ deps: Deps; database: DatabaseHandle }> {
+  const database = openDatabase(config);
+  if (migrate) await migrateToLatest(database, config.databaseSchema);
+  const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, log });
+  const jobs = new JobQueue(database.dialect, clock, config.databaseSchema);
+  const outbound = createOutboundClient({
+    timeoutMs: config.webhookTimeoutMs,
+    allowPrivate: config.allowPrivateWebhookUrls,
+  });
+  const deps: Deps = {
+    db: database.db,
+    dialect: database.dialect,
+    reader: database.reader,
+    config,
+    clock,
+    log,
+    mailer,
+    jobs,
+    outbound,
+  };
+  return { deps, database };
+}
+
+export async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<void> {
+  deps.mailer.close();
+  await deps.outbound.close();
+  await database.close();
+}
+
+/** The job handlers and recurring jobs of every domain. */
+export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher): Worker {
+  return new Worker(
+    deps,
+    {
+      ...maintenanceJobs(deps),
+      ...invitationJobs(deps),
+      ...projectJobs(deps),
+      ...deliveryJobs(deps),
+      ...dispatchJobs(dispatcher),
+    },
+    {
+      concurrency: deps.config.workers,
+      pollMs: deps.config.workerPollMs,
+      recurring: [...maintenanceSchedule, ...projectSchedule, ...deliverySchedule, ...dispatchSchedule],
+    },
+  );
+}
+
+export interface RunningWorker {
+  deps: Deps;
+  /** Moves a project's outbox on (its server wrote to it and committed). */
+  dispatch(projectId: string): void;
+  close(): Promise<void>;
+}
+
+export interface WorkerStartOptions {
+  /** A worker thread of a server: the server migrated, and outboxes left by a crash are swept at start. */
+  inThread?: boolean;
+}
+
+/** Runs jobs only, with `config.workers` slots (at least one): `plinth worker`, or a server's worker thread. */
+export async function startWorker(options: StartOptions, { inThread = false }: WorkerStartOptions = {}) {
+  const { deps, database } = await openDeps(options, { migrate: !inThread });
+  const workerDeps = { ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } };
+  const databases = new WorkspaceDatabases(workerDeps, WORKSPACE_CACHE_SIZE);
+  const dispatcher = new WorkspaceDispatcher(workerDeps, databases);
+  const worker = createWorker(workerDeps, dispatcher);
+  await worker.start();
+  // Events a crash left in workspace outboxes go out now rather than at the next daily sweep.
+  if (inThread)
+    void dispatcher.sweep(true).catch((error: unknown) => deps.log.error({ err: error }, "start-up sweep failed"));
+  if (!inThread) deps.log.info({ worker: worker.id, dialect: deps.dialect }, "plinth worker running");
+  let closing: Promise<void> | undefined;
+  const running: RunningWorker = {
+    deps,
+    dispatch: (projectId) => dispatcher.schedule(projectId),
+    close: () => {
+      closing ??= (async () => {
+        await worker.stop(deps.config.shutdownTimeoutMs);
+        await dispatcher.settle();
+        await databases.closeAll();
+        await closeDeps(deps, database);
+      })();
+      return closing;
+    },
+  };
+  return running;
+}

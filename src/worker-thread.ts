@@ -1,0 +1,157 @@
+import { Worker as Thread } from "node:worker_threads";
+import { sql } from "kysely";
+import type { Config } from "./config.ts";
+import type { Deps } from "./deps.ts";
+
+/** What a server tells its worker thread. */
+export type ToThread =
+  | { type: "wake"; kinds: string[] }
+  | { type: "dispatch"; projectIds: string[] }
+  | { type: "stop" };
+
+/** What a worker thread tells its server. */
+export type FromThread = { type: "ready" };
+
+export interface ThreadData {
+  config: Config;
+}
+
+/** A thread that died unasked is started again after this long. */
+const RESTART_DELAY_MS = 1_000;
+
+const fromSources = import.meta.url.endsWith(".ts");
+const entry = new URL(fromSources ? "./worker-thread-entry.ts" : "./worker-thread-entry.js", import.meta.url);
+
+/**
+ * Run from sources (tests, `npm run dev`), the thread needs tsx's loader registered in it first:
+ * Node 20 does not carry a parent's `--import tsx` into worker threads.
+ */
+function threadUrl(): URL {
+  if (!fromSources) return entry;
+  const api = import.meta.resolve("tsx/esm/api");
+  const boot = `const m = await import(${JSON.stringify(api)}); (m.register ?? m.default.register)(); await import(${JSON.stringify(entry.href)});`;
+  return new URL(`data:text/javascript,${encodeURIComponent(boot)}`);
+}
+
+/**
+ * The server's job worker, run on a thread of its own with its own database connection, so jobs
+ * and webhook deliveries use a second core instead of sharing the event loop that serves the API.
+ *
+ * The server keeps enqueuing in the transaction of each change; the thread claims as `plinth
+ * worker` would. A local enqueue is passed on as a wake-up only once the enqueuing transaction
+ * is over (on SQLite, after a query queued behind it on the server's one connection), so the
+ * thread never looks before the commit; PostgreSQL wakes it by NOTIFY. Workspace outboxes the
+ * server wrote to are passed on likewise, after their commit. If the thread dies, its leases
+ * lapse and a new thread takes over, sweeping every outbox as it starts.
+ */
+export class WorkerThread {
+  private thread: Thread | undefined;
+  private stopping = false;
+  private readonly kinds = new Set<string>();
+  private barrier: Promise<void> | undefined;
+  private readonly projects = new Set<string>();
+  private dispatchQueued = false;
+  private readonly unsubscribe: () => void;
+
+  private constructor(private readonly deps: Deps) {
+    this.unsubscribe = deps.jobs.onWake((kinds) => this.wake(kinds));
+  }
+
+  /** Starts the thread; resolves once it runs jobs. */
+  static async start(deps: Deps): Promise<WorkerThread> {
+    const worker = new WorkerThread(deps);
+    try {
+      await worker.spawn();
+    } catch (error) {
+      worker.unsubscribe();
+      throw error;
+    }
+    return worker;
+  }
+
+  /** Passes a workspace write on to the thread's dispatcher; call it after the write commits. */
+  dispatch(projectId: string): void {
+    this.projects.add(projectId);
+    if (this.dispatchQueued) return;
+    this.dispatchQueued = true;
+    setImmediate(() => {
+      this.dispatchQueued = false;
+      const projectIds = [...this.projects];
+      this.projects.clear();
+      this.post({ type: "dispatch", projectIds });
+    });
+  }
+
+  /** Lets running jobs finish (bounded by SHUTDOWN_TIMEOUT_MS in the thread) and ends the thread. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.unsubscribe();
+    const thread = this.thread;
+    if (!thread) return;
+    const exited = new Promise<void>((resolve) => thread.once("exit", () => resolve()));
+    this.post({ type: "stop" });
+    // A thread that does not finish its shutdown in time is ended anyway; its leases lapse.
+    const timer = setTimeout(() => void thread.terminate(), this.deps.config.shutdownTimeoutMs + 5_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  /**
+   * Wakes the thread for the kinds of a local enqueue, once the enqueuing transaction is over:
+   * every query of this process queues on its one SQLite connection, so a query started now
+   * completes after that transaction does. Kinds named meanwhile wait for the next such query.
+   */
+  private wake(kinds: readonly string[]): void {
+    for (const kind of kinds) this.kinds.add(kind);
+    this.barrier ??= this.passOnWakes();
+  }
+
+  private async passOnWakes(): Promise<void> {
+    while (this.kinds.size > 0) {
+      const kinds = [...this.kinds];
+      this.kinds.clear();
+      await sql`select 1`.execute(this.deps.db).catch(() => {});
+      this.post({ type: "wake", kinds });
+    }
+    this.barrier = undefined;
+  }
+
+  private post(message: ToThread): void {
+    this.thread?.postMessage(message);
+  }
+
+  private spawn(): Promise<void> {
+    const data: ThreadData = { config: this.deps.config };
+    // Sources (tests, `npm run dev`) need the TypeScript loader in the thread too.
+    const thread = new Thread(threadUrl(), { workerData: data, name: "plinth-worker" });
+    this.thread = thread;
+    return new Promise<void>((resolve, reject) => {
+      let ready = false;
+      thread.on("message", (message: FromThread) => {
+        if (message.type === "ready") {
+          ready = true;
+          resolve();
+        }
+      });
+      thread.on("error", (error) => {
+        this.deps.log.error({ err: error }, "the worker thread failed");
+        if (!ready) reject(error);
+      });
+      thread.on("exit", (code) => {
+        if (this.thread === thread) this.thread = undefined;
+        if (!ready) {
+          reject(new Error(`the worker thread exited (code ${code}) before it was ready`));
+          return;
+        }
+        if (this.stopping) return;
+        this.deps.log.error({ code }, "the worker thread exited; starting a new one");
+        setTimeout(() => {
+          if (!this.stopping)
+            this.spawn().catch((error: unknown) =>
+              this.deps.log.error({ err: error }, "restarting the worker thread failed"),
+            );
+        }, RESTART_DELAY_MS).unref();
+      });
+    });
+  }
+}
