@@ -7,7 +7,12 @@ import { invitationJobs } from "./domains/members/service.ts";
 import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
 import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery.ts";
 import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
-import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
+import {
+  type DispatcherOptions,
+  dispatchJobs,
+  dispatchSchedule,
+  WorkspaceDispatcher,
+} from "./domains/workspace/dispatch.ts";
 import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
 import { JobQueue } from "./jobs/queue.ts";
 import { Worker } from "./jobs/worker.ts";
@@ -89,14 +94,16 @@ export interface RunningWorker {
 export interface WorkerStartOptions {
   /** A worker thread of a server: the server migrated, and outboxes left by a crash are swept at start. */
   inThread?: boolean;
+  /** See `DispatcherOptions.clear`. */
+  clearOutbox?: DispatcherOptions["clear"];
 }
 
 /** Runs jobs only, with `config.workers` slots (at least one): `plinth worker`, or a server's worker thread. */
-export async function startWorker(options: StartOptions, { inThread = false }: WorkerStartOptions = {}) {
+export async function startWorker(options: StartOptions, { inThread = false, clearOutbox }: WorkerStartOptions = {}) {
   const { deps, database } = await openDeps(options, { migrate: !inThread });
   const workerDeps = { ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } };
   const databases = new WorkspaceDatabases(workerDeps, WORKSPACE_CACHE_SIZE);
-  const dispatcher = new WorkspaceDispatcher(workerDeps, databases);
+  const dispatcher = new WorkspaceDispatcher(workerDeps, databases, clearOutbox ? { clear: clearOutbox } : {});
   const worker = createWorker(workerDeps, dispatcher);
   await worker.start();
   // Events a crash left in workspace outboxes go out now rather than at the next daily sweep.

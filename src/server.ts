@@ -43,8 +43,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   limiter.start();
   const databases = new WorkspaceDatabases(deps, WORKSPACE_CACHE_SIZE);
   const threaded = config.workers > 0 && config.workerThread && options.clock === undefined;
-  const thread = threaded ? await WorkerThread.start(deps) : undefined;
-  const dispatcher = new WorkspaceDispatcher(deps, databases, thread && ((projectId) => thread.dispatch(projectId)));
+  const thread = threaded ? await WorkerThread.start(deps, databases) : undefined;
+  const dispatcher = new WorkspaceDispatcher(deps, databases, {
+    ...(thread ? { forward: (projectId: string) => thread.dispatch(projectId) } : {}),
+  });
   const worker = config.workers > 0 && !thread ? createWorker(deps, dispatcher) : undefined;
   await worker?.start();
   // Events a crash left in workspace outboxes go out now rather than at the next daily sweep

@@ -6,7 +6,18 @@ import type { FromThread, ThreadData, ToThread } from "./worker-thread.ts";
 const port = parentPort;
 if (!port) throw new Error("worker-thread-entry runs only as a worker thread");
 const { config } = workerData as ThreadData;
-const running = await startWorker({ config }, { inThread: true });
+
+/** Outbox deletions the server has been asked for (SQLite), by request id. */
+const clearing = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
+let lastRequest = 0;
+const clearOutbox = (projectId: string, eventIds: string[]) =>
+  new Promise<void>((resolve, reject) => {
+    const id = ++lastRequest;
+    clearing.set(id, { resolve, reject });
+    port.postMessage({ type: "clear", id, projectId, eventIds } satisfies FromThread);
+  });
+
+const running = await startWorker({ config }, { inThread: true, ...(config.databaseUrl ? {} : { clearOutbox }) });
 
 port.on("message", (message: ToThread) => {
   switch (message.type) {
@@ -16,6 +27,13 @@ port.on("message", (message: ToThread) => {
     case "dispatch":
       for (const projectId of message.projectIds) running.dispatch(projectId);
       break;
+    case "cleared": {
+      const request = clearing.get(message.id);
+      clearing.delete(message.id);
+      if (message.error === undefined) request?.resolve();
+      else request?.reject(new Error(`clearing the outbox failed: ${message.error}`));
+      break;
+    }
     case "stop":
       void running
         .close()

@@ -2,15 +2,18 @@ import { Worker as Thread } from "node:worker_threads";
 import { sql } from "kysely";
 import type { Config } from "./config.ts";
 import type { Deps } from "./deps.ts";
+import type { WorkspaceDatabases } from "./domains/workspace/databases.ts";
+import { clearOutbox } from "./domains/workspace/dispatch.ts";
 
 /** What a server tells its worker thread. */
 export type ToThread =
   | { type: "wake"; kinds: string[] }
   | { type: "dispatch"; projectIds: string[] }
+  | { type: "cleared"; id: number; error?: string }
   | { type: "stop" };
 
 /** What a worker thread tells its server. */
-export type FromThread = { type: "ready" };
+export type FromThread = { type: "ready" } | { type: "clear"; id: number; projectId: string; eventIds: string[] };
 
 export interface ThreadData {
   config: Config;
@@ -41,8 +44,11 @@ function threadUrl(): URL {
  * worker` would. A local enqueue is passed on as a wake-up only once the enqueuing transaction
  * is over (on SQLite, after a query queued behind it on the server's one connection), so the
  * thread never looks before the commit; PostgreSQL wakes it by NOTIFY. Workspace outboxes the
- * server wrote to are passed on likewise, after their commit. If the thread dies, its leases
- * lapse and a new thread takes over, sweeping every outbox as it starts.
+ * server wrote to are passed on likewise, after their commit; on SQLite the thread hands the
+ * events it dispatched back for the server to delete, since the server holds the workspace's
+ * write lock most of the time under load and the thread would sit in SQLite's busy handler
+ * (which sleeps, blocking its event loop) waiting for it. If the thread dies, its leases lapse
+ * and a new thread takes over, sweeping every outbox as it starts.
  */
 export class WorkerThread {
   private thread: Thread | undefined;
@@ -53,13 +59,16 @@ export class WorkerThread {
   private dispatchQueued = false;
   private readonly unsubscribe: () => void;
 
-  private constructor(private readonly deps: Deps) {
+  private constructor(
+    private readonly deps: Deps,
+    private readonly databases: WorkspaceDatabases,
+  ) {
     this.unsubscribe = deps.jobs.onWake((kinds) => this.wake(kinds));
   }
 
-  /** Starts the thread; resolves once it runs jobs. */
-  static async start(deps: Deps): Promise<WorkerThread> {
-    const worker = new WorkerThread(deps);
+  /** Starts the thread; resolves once it runs jobs. `databases`: the server's open workspaces. */
+  static async start(deps: Deps, databases: WorkspaceDatabases): Promise<WorkerThread> {
+    const worker = new WorkerThread(deps, databases);
     try {
       await worker.spawn();
     } catch (error) {
@@ -116,6 +125,18 @@ export class WorkerThread {
     this.barrier = undefined;
   }
 
+  /** Deletes events the thread dispatched, on this thread's connection to the workspace (SQLite). */
+  private async clearOutbox({ id, projectId, eventIds }: { id: number; projectId: string; eventIds: string[] }) {
+    let error: string | undefined;
+    try {
+      const db = this.databases.get(projectId);
+      if (db) await clearOutbox(db, eventIds);
+    } catch (cause) {
+      error = cause instanceof Error ? cause.message : String(cause);
+    }
+    this.post({ type: "cleared", id, ...(error === undefined ? {} : { error }) });
+  }
+
   private post(message: ToThread): void {
     this.thread?.postMessage(message);
   }
@@ -131,6 +152,8 @@ export class WorkerThread {
         if (message.type === "ready") {
           ready = true;
           resolve();
+        } else if (message.type === "clear") {
+          void this.clearOutbox(message);
         }
       });
       thread.on("error", (error) => {

@@ -1,8 +1,13 @@
 import { createHmac } from "node:crypto";
+import path from "node:path";
+import SQLite from "better-sqlite3";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import {
   call,
   createOrg,
+  dialect,
   type Receiver,
   signUp,
   startApp,
@@ -27,6 +32,22 @@ async function until<T>(what: string, check: () => Promise<T | undefined | false
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** Events still in a project's workspace outbox (the thread dispatches them, the server deletes them). */
+async function outboxSize(app: TestApp, projectId: string): Promise<number> {
+  if (dialect === "postgres") {
+    const { rows } = await sql<{
+      n: string;
+    }>`select count(*) as n from ${sql.id(workspaceSchema(projectId), "events")}`.execute(app.server.deps.db);
+    return Number(rows[0]?.n);
+  }
+  const db = new SQLite(path.join(app.config.dataDir, "workspaces", `${projectId}.db`), { readonly: true });
+  try {
+    return (db.prepare("select count(*) as n from events").get() as { n: number }).n;
+  } finally {
+    db.close();
   }
 }
 
@@ -123,6 +144,8 @@ describe("jobs on a worker thread", () => {
       return rows.length === titles.length && rows.every((row) => row.status === "succeeded") && rows;
     });
     expect(deliveries.map((row) => row.attemptCount).sort()).toEqual([1, 1, 2]);
+    // Dispatched events leave the outbox.
+    await until("the outbox to be empty", async () => (await outboxSize(app, project.id)) === 0);
     const received = receiver.at("/flaky").map((r) => JSON.parse(r.body));
     expect(new Set(received.map((body) => body.data.title))).toEqual(new Set(titles));
     const [failed, retried] = receiver

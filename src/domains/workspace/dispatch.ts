@@ -44,6 +44,22 @@ const HINT_REFRESH_MS = 30_000;
 /** A hint not refreshed for this long, over an empty outbox, is cleared by the sweep. */
 const HINT_TTL_MS = 2 * HINT_REFRESH_MS;
 
+export interface DispatcherOptions {
+  /** A server whose worker runs on a thread passes its `schedule` calls there. */
+  forward?: (projectId: string) => void;
+  /**
+   * Removes dispatched events from a project's outbox, in place of deleting them here: a worker
+   * thread on SQLite has the server, which writes to the workspace all the time, delete them on
+   * its own connection rather than wait for the file's write lock.
+   */
+  clear?: (projectId: string, eventIds: string[]) => Promise<void>;
+}
+
+/** Deletes dispatched events from an outbox. */
+export async function clearOutbox(db: WorkspaceDb, eventIds: string[]): Promise<void> {
+  await db.deleteFrom("events").where("id", "in", eventIds).execute();
+}
+
 /**
  * Turns workspace outbox events into deliveries. A workspace database (a SQLite file of its own)
  * cannot commit together with the control database, so each change writes its event to the
@@ -65,11 +81,10 @@ export class WorkspaceDispatcher {
   private readonly again = new Set<string>();
   private readonly lastStart = new Map<string, number>();
 
-  /** `forward`: where a server whose worker runs on a thread passes its `schedule` calls. */
   constructor(
     private readonly deps: Deps,
     private readonly databases: WorkspaceDatabases,
-    private readonly forward?: (projectId: string) => void,
+    private readonly options: DispatcherOptions = {},
   ) {}
 
   /** Before a change: make sure (durably) this project's outbox is known to need dispatch. */
@@ -88,8 +103,8 @@ export class WorkspaceDispatcher {
 
   /** After a change commits: dispatch soon; changes meanwhile coalesce into the next pass. */
   schedule(projectId: string): void {
-    if (this.forward) {
-      this.forward(projectId);
+    if (this.options.forward) {
+      this.options.forward(projectId);
       return;
     }
     if (this.running.has(projectId)) {
@@ -124,14 +139,9 @@ export class WorkspaceDispatcher {
       const events = await db.selectFrom("events").selectAll().orderBy("id").limit(BATCH).execute();
       if (events.length === 0) return;
       await this.deliver(projectId, events);
-      await db
-        .deleteFrom("events")
-        .where(
-          "id",
-          "in",
-          events.map((e) => e.id as string),
-        )
-        .execute();
+      const ids = events.map((e) => e.id as string);
+      if (this.options.clear) await this.options.clear(projectId, ids);
+      else await clearOutbox(db, ids);
       if (events.length < BATCH) return;
     }
   }
