@@ -125,8 +125,14 @@ export class WorkerThread {
     this.barrier = undefined;
   }
 
-  /** Deletes events the thread dispatched, on this thread's connection to the workspace (SQLite). */
-  private async clearOutbox({ id, projectId, eventIds }: { id: number; projectId: string; eventIds: string[] }) {
+  /**
+   * Deletes events the thread dispatched, on this thread's connection to the workspace (SQLite),
+   * and answers that thread (not a successor, whose request ids start again).
+   */
+  private async clearOutbox(
+    thread: Thread,
+    { id, projectId, eventIds }: { id: number; projectId: string; eventIds: string[] },
+  ) {
     let error: string | undefined;
     try {
       const db = this.databases.get(projectId);
@@ -134,7 +140,7 @@ export class WorkerThread {
     } catch (cause) {
       error = cause instanceof Error ? cause.message : String(cause);
     }
-    this.post({ type: "cleared", id, ...(error === undefined ? {} : { error }) });
+    thread.postMessage({ type: "cleared", id, ...(error === undefined ? {} : { error }) } satisfies ToThread);
   }
 
   private post(message: ToThread): void {
@@ -153,7 +159,7 @@ export class WorkerThread {
           ready = true;
           resolve();
         } else if (message.type === "clear") {
-          void this.clearOutbox(message);
+          void this.clearOutbox(thread, message);
         }
       });
       thread.on("error", (error) => {
@@ -168,13 +174,18 @@ export class WorkerThread {
         }
         if (this.stopping) return;
         this.deps.log.error({ code }, "the worker thread exited; starting a new one");
-        setTimeout(() => {
-          if (!this.stopping)
-            this.spawn().catch((error: unknown) =>
-              this.deps.log.error({ err: error }, "restarting the worker thread failed"),
-            );
-        }, RESTART_DELAY_MS).unref();
+        this.restartLater();
       });
     });
+  }
+
+  private restartLater(): void {
+    setTimeout(() => {
+      if (this.stopping) return;
+      this.spawn().catch((error: unknown) => {
+        this.deps.log.error({ err: error }, "restarting the worker thread failed; trying again");
+        this.restartLater();
+      });
+    }, RESTART_DELAY_MS).unref();
   }
 }

@@ -33,8 +33,8 @@
  *          ms, and a project's consecutive same-kind events are >= 100 ms apart).
  *
  * Environment (all optional):
- *   BENCH_EVENTS          events per drain scenario                         (5000)
- *   BENCH_WARMUP_EVENTS   warm-up events delivered before the measured ones (1000)
+ *   BENCH_EVENTS          events per drain scenario                         (30000)
+ *   BENCH_WARMUP_EVENTS   warm-up events delivered before the measured ones (3000)
  *   BENCH_BATCH           events per producer transaction                   (100)
  *   BENCH_RATE            events/s of the rate scenarios                    (500)
  *   BENCH_RATE_SECONDS    seconds measured at that rate (after 3 s warm-up) (10)
@@ -169,8 +169,8 @@ async function producerMain(): Promise<void> {
 // =============================================================================================
 // Runner
 
-const EVENTS = envInt("BENCH_EVENTS", 5_000);
-const WARMUP_EVENTS = envInt("BENCH_WARMUP_EVENTS", 1_000);
+const EVENTS = envInt("BENCH_EVENTS", 30_000);
+const WARMUP_EVENTS = envInt("BENCH_WARMUP_EVENTS", 3_000);
 const BATCH = Math.max(1, envInt("BENCH_BATCH", 100));
 const RATE = Math.max(1, envInt("BENCH_RATE", 500));
 const RATE_SECONDS = Math.max(1, envInt("BENCH_RATE_SECONDS", 10));

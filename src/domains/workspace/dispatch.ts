@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Selectable } from "kysely";
+import type { Dialect } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
@@ -37,8 +38,13 @@ function deliveryIdFor(eventId: string, webhookId: string): string {
   return `dlv_${createHash("sha256").update(`${eventId}:${webhookId}`).digest("hex").slice(0, 26)}`;
 }
 
-/** Passes for one project start at most this often, so a busy project's events go in batches. */
-const PASS_INTERVAL_MS = 5;
+/**
+ * Passes for one project start at most this often, so a busy project's events go in batches. A
+ * pass costs about ten round trips on PostgreSQL (two on SQLite, in process), so there it waits
+ * longer: at 1,500 events/s, 20 ms instead of 5 took a project's passes from ~7 events to ~30
+ * and its creates/s with one hook from ~1,250 to ~1,500, for ~10 ms more latency.
+ */
+const PASS_INTERVAL_MS: Record<Dialect, number> = { sqlite: 5, postgres: 20 };
 /** How often a process writing to a project refreshes its durable hint. */
 const HINT_REFRESH_MS = 30_000;
 /** A hint not refreshed for this long, over an empty outbox, is cleared by the sweep. */
@@ -111,7 +117,8 @@ export class WorkspaceDispatcher {
       this.again.add(projectId);
       return;
     }
-    const wait = Math.max(0, (this.lastStart.get(projectId) ?? 0) + PASS_INTERVAL_MS - Date.now());
+    const interval = PASS_INTERVAL_MS[this.deps.dialect];
+    const wait = Math.max(0, (this.lastStart.get(projectId) ?? 0) + interval - Date.now());
     const run = new Promise<void>((resolve) => (wait > 0 ? setTimeout(resolve, wait) : setImmediate(resolve)))
       .then(() => {
         this.lastStart.set(projectId, Date.now());
