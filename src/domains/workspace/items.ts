@@ -1,10 +1,11 @@
 import { sql } from "kysely";
 import { type Dialect, isUniqueViolation } from "../../db/database.ts";
+import type { Deps } from "../../deps.ts";
 import { ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
 import type { WorkspaceDb } from "./databases.ts";
-import { recordEvent, type WorkspaceEvent } from "./dispatch.ts";
+import { recordEvents, type WorkspaceEvent } from "./dispatch.ts";
 
 type Change<T> = (trx: WorkspaceDb) => Promise<{ result: T; event: WorkspaceEvent | null }>;
 
@@ -14,19 +15,16 @@ type Change<T> = (trx: WorkspaceDb) => Promise<{ result: T; event: WorkspaceEven
  */
 export async function writeWithEvent<T>(ctx: WorkspaceCtx, change: Change<T>): Promise<T> {
   await ctx.runtime.dispatcher.markPending(ctx.project.id);
-  const apply = async (trx: WorkspaceDb) => {
-    const outcome = await change(trx);
-    if (outcome.event) await recordEvent(trx, ctx.deps, outcome.event);
-    return outcome;
-  };
-  const { result, event } = await groupWrite(ctx.db, ctx.deps.dialect, apply);
+  const { result, event } = await groupWrite(ctx.db, ctx.deps, change);
   if (event) ctx.runtime.dispatcher.schedule(ctx.project.id);
   return result;
 }
 
+type Applied = { result: unknown; event: WorkspaceEvent | null };
+
 interface QueuedWrite {
-  apply: (trx: WorkspaceDb) => Promise<unknown>;
-  resolve: (value: unknown) => void;
+  apply: (trx: WorkspaceDb) => Promise<Applied>;
+  resolve: (value: Applied) => void;
   reject: (error: unknown) => void;
 }
 
@@ -46,48 +44,60 @@ const CONCURRENT_GROUPS: Record<Dialect, number> = { sqlite: 1, postgres: 4 };
 
 /**
  * Group commit: writes to one workspace that arrive together (the same turn of the event loop,
- * or while earlier groups commit) share one transaction. Each caller hears back only after the
- * commit, so nothing is acknowledged before it is durable, and a write that fails fails alone:
+ * or while earlier groups commit) share one transaction, and the events of those that succeed
+ * go into the outbox together, in one statement at the end of it. Each caller hears back only
+ * after the commit, so nothing is acknowledged before it is durable, and a write that fails
+ * fails alone:
  *
  * - SQLite: each write runs inside a savepoint of its own; a failing one rolls back to it and the
  *   others commit. Every SQLite commit writes the WAL, so this is most of what a write costs.
  * - PostgreSQL: a failed statement aborts the whole transaction, and savepoints would cost two
  *   more round trips per write, so the group is tried as one transaction and, if any write in it
- *   fails, each is run again in a transaction of its own. One BEGIN/COMMIT per group instead of
- *   per write saves two of a write's four round trips.
+ *   fails, each is run again in a transaction of its own. One BEGIN/COMMIT and one outbox insert
+ *   per group instead of per write saves most of a write's round trips but its own statement.
  *
  * A commit that fails fails the whole group, and none of it is written.
  */
-function groupWrite<R>(db: WorkspaceDb, dialect: Dialect, apply: (trx: WorkspaceDb) => Promise<R>): Promise<R> {
-  return new Promise<R>((resolve, reject) => {
+function groupWrite<T>(
+  db: WorkspaceDb,
+  deps: Deps,
+  change: Change<T>,
+): Promise<{ result: T; event: WorkspaceEvent | null }> {
+  return new Promise((resolve, reject) => {
     let queue = writeQueues.get(db);
     if (!queue) {
       queue = { waiting: [], committing: 0, scheduled: false };
       writeQueues.set(db, queue);
     }
-    queue.waiting.push({ apply, resolve: resolve as (value: unknown) => void, reject });
-    scheduleGroup(db, dialect, queue);
+    queue.waiting.push({ apply: change, resolve: resolve as (value: Applied) => void, reject });
+    scheduleGroup(db, deps, queue);
   });
 }
 
-function scheduleGroup(db: WorkspaceDb, dialect: Dialect, queue: WriteQueue): void {
-  if (queue.scheduled || queue.waiting.length === 0 || queue.committing >= CONCURRENT_GROUPS[dialect]) return;
+function scheduleGroup(db: WorkspaceDb, deps: Deps, queue: WriteQueue): void {
+  if (queue.scheduled || queue.waiting.length === 0 || queue.committing >= CONCURRENT_GROUPS[deps.dialect]) return;
   queue.scheduled = true;
   setImmediate(() => {
     queue.scheduled = false;
     const group = queue.waiting;
     queue.waiting = [];
     queue.committing++;
-    void (dialect === "sqlite" ? commitWithSavepoints(db, group) : commitOrSplit(db, group)).finally(() => {
+    const commit = deps.dialect === "sqlite" ? commitWithSavepoints : commitOrSplit;
+    void commit(db, deps, group).finally(() => {
       queue.committing--;
       if (queue.committing === 0 && queue.waiting.length === 0) writeQueues.delete(db);
-      else scheduleGroup(db, dialect, queue);
+      else scheduleGroup(db, deps, queue);
     });
   });
 }
 
-async function commitWithSavepoints(db: WorkspaceDb, group: QueuedWrite[]): Promise<void> {
-  const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+/** The outbox events of the writes that were applied. */
+function eventsOf(applied: Applied[]): WorkspaceEvent[] {
+  return applied.flatMap((outcome) => (outcome.event ? [outcome.event] : []));
+}
+
+async function commitWithSavepoints(db: WorkspaceDb, deps: Deps, group: QueuedWrite[]): Promise<void> {
+  const outcomes: Array<{ ok: true; value: Applied } | { ok: false; error: unknown }> = [];
   try {
     await db.transaction().execute(async (trx) => {
       for (const write of group) {
@@ -101,6 +111,7 @@ async function commitWithSavepoints(db: WorkspaceDb, group: QueuedWrite[]): Prom
           outcomes.push({ ok: false, error });
         }
       }
+      await recordEvents(trx, deps, eventsOf(outcomes.flatMap((outcome) => (outcome.ok ? [outcome.value] : []))));
     });
   } catch (error) {
     for (const write of group) write.reject(error);
@@ -113,15 +124,17 @@ async function commitWithSavepoints(db: WorkspaceDb, group: QueuedWrite[]): Prom
   });
 }
 
-async function commitOrSplit(db: WorkspaceDb, group: QueuedWrite[]): Promise<void> {
+async function commitOrSplit(db: WorkspaceDb, deps: Deps, group: QueuedWrite[]): Promise<void> {
+  const applyAll = async (trx: WorkspaceDb, writes: QueuedWrite[]) => {
+    const applied: Applied[] = [];
+    for (const write of writes) applied.push(await write.apply(trx));
+    await recordEvents(trx, deps, eventsOf(applied));
+    return applied;
+  };
   if (group.length > 1) {
     try {
-      const values = await db.transaction().execute(async (trx) => {
-        const applied: unknown[] = [];
-        for (const write of group) applied.push(await write.apply(trx));
-        return applied;
-      });
-      for (const [i, write] of group.entries()) write.resolve(values[i]);
+      const values = await db.transaction().execute((trx) => applyAll(trx, group));
+      for (const [i, write] of group.entries()) write.resolve(values[i] as Applied);
       return;
     } catch {
       // Some write failed (or the commit did): nothing was written; each on its own, below.
@@ -131,8 +144,8 @@ async function commitOrSplit(db: WorkspaceDb, group: QueuedWrite[]): Promise<voi
     group.map((write) =>
       db
         .transaction()
-        .execute((trx) => write.apply(trx))
-        .then(write.resolve, write.reject),
+        .execute((trx) => applyAll(trx, [write]))
+        .then(([value]) => write.resolve(value as Applied), write.reject),
     ),
   );
 }
