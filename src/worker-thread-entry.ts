@@ -19,13 +19,16 @@ const clearOutbox = (projectId: string, eventIds: string[]) =>
 
 const running = await startWorker({ config }, { inThread: true, ...(config.databaseUrl ? {} : { clearOutbox }) });
 
+/** Set by "stop": wake-ups and dispatches that arrive while the server drains are left for the next start's sweep. */
+let stopping = false;
+
 port.on("message", (message: ToThread) => {
   switch (message.type) {
     case "wake":
-      running.deps.jobs.wake(message.kinds);
+      if (!stopping) running.deps.jobs.wake(message.kinds);
       break;
     case "dispatch":
-      for (const projectId of message.projectIds) running.dispatch(projectId);
+      if (!stopping) for (const projectId of message.projectIds) running.dispatch(projectId);
       break;
     case "cleared": {
       const request = clearing.get(message.id);
@@ -35,6 +38,7 @@ port.on("message", (message: ToThread) => {
       break;
     }
     case "stop":
+      stopping = true;
       void running
         .close()
         .catch((error: unknown) => running.deps.log.error({ err: error }, "stopping the worker thread failed"))

@@ -103,8 +103,9 @@ async function commitWithSavepoints(db: WorkspaceDb, deps: Deps, group: QueuedWr
       for (const write of group) {
         await sql`savepoint plinth_write`.execute(trx);
         try {
-          outcomes.push({ ok: true, value: await write.apply(trx) });
+          const value = await write.apply(trx);
           await sql`release plinth_write`.execute(trx);
+          outcomes.push({ ok: true, value });
         } catch (error) {
           await sql`rollback to plinth_write`.execute(trx);
           await sql`release plinth_write`.execute(trx);
