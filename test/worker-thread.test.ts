@@ -90,6 +90,23 @@ describe("jobs on a worker thread", () => {
     await receiver?.close();
   });
 
+  it("serves writes while the thread writes the same database: 20 projects created at once, all provisioned", async () => {
+    // The API thread's transactions read, then write; the thread commits provisioning meanwhile.
+    const created = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        call(app, "POST", `/org/${orgSlug}/projects`, { cookie: owner.cookie, body: { name: `Busy ${i}` } }),
+      ),
+    );
+    for (const res of created) expect(res.status, JSON.stringify(res.body)).toBe(201);
+    await until("every project to be provisioned", async () => {
+      const res = await call(app, "GET", `/org/${orgSlug}/projects?limit=100`, { cookie: owner.cookie });
+      const busy = (res.body.projects as Array<{ name: string; status: string }>).filter((p) =>
+        p.name.startsWith("Busy"),
+      );
+      return busy.length === 20 && busy.every((p) => p.status === "active");
+    });
+  });
+
   it("delivers a control-plane event signed, from a change made through the API", async () => {
     const hook = await call(app, "POST", `/org/${orgSlug}/webhooks`, {
       cookie: owner.cookie,
