@@ -84,6 +84,21 @@ export async function startApp(
   };
 }
 
+/** Polls `check` until it returns something truthy (and returns that), or fails after `timeoutMs`. */
+export async function until<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  timeoutMs = 10_000,
+): Promise<Exclude<T, false | null | undefined | 0 | "">> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as Exclude<T, false | null | undefined | 0 | "">;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 export interface CallOptions {
   body?: unknown;
   /** Sent as-is instead of JSON-encoding `body`. */

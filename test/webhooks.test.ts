@@ -17,6 +17,7 @@ import {
   type TestApp,
   type TestUser,
   uniqueEmail,
+  until,
 } from "./harness.ts";
 
 // Network rule: deliveries only ever go to receivers on 127.0.0.1. Private and metadata addresses
@@ -138,21 +139,6 @@ async function startScriptedReceiver(script: Reply[] = [], fallback: Reply = 200
 }
 
 type ScriptedReceiver = Awaited<ReturnType<typeof startScriptedReceiver>>;
-
-/** Polls until `check` returns something truthy (and returns it), or fails after `timeoutMs`. */
-async function until<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 10_000,
-): Promise<Exclude<T, false | null | undefined | 0 | "">> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as Exclude<T, false | null | undefined | 0 | "">;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -14,6 +14,7 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  until,
 } from "./harness.ts";
 
 /**
@@ -24,16 +25,6 @@ import {
  */
 
 const hmac = (secret: string, message: string) => createHmac("sha256", secret).update(message).digest("hex");
-
-async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false) {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 /** Events still in a project's workspace outbox (the thread dispatches them, the server deletes them). */
 async function outboxSize(app: TestApp, projectId: string): Promise<number> {

@@ -18,6 +18,7 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  until,
 } from "./harness.ts";
 
 /**
@@ -53,20 +54,6 @@ function gate() {
 }
 
 // --- helpers ---------------------------------------------------------------------------------
-
-async function until<T>(
-  what: string,
-  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -14,17 +14,8 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  until,
 } from "./harness.ts";
-
-async function until<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 let app: TestApp;
 let owner: TestUser;
@@ -61,7 +52,7 @@ beforeAll(async () => {
   expect(created.status).toBe(201);
   projectId = created.body.project.id;
   adminToken = created.body.project.adminToken;
-  await until(async () => {
+  await until("the project to be provisioned", async () => {
     const res = await call(app, "GET", `/org/${slug}/projects/shop`, { cookie: owner.cookie });
     return res.body.project.status === "active";
   });
@@ -117,7 +108,9 @@ describe("workspace runtime", () => {
     expect(created.status).toBe(201);
     expect(created.body.item).toMatchObject({ title: "Hello", id: expect.any(String) });
 
-    const delivery = await until(() => receiver.requests.find((r) => r.body.includes(created.body.item.id)));
+    const delivery = await until("the item's delivery", () =>
+      receiver.requests.find((r) => r.body.includes(created.body.item.id)),
+    );
     const body = JSON.parse(delivery.body);
     expect(body).toMatchObject({ channel: "items:posts", event: "created", data: created.body.item });
     const timestamp = delivery.headers["x-service-timestamp"] as string;
@@ -195,7 +188,7 @@ describe("workspace users, files and their events", () => {
     expect((await ws("DELETE", `/users/${up.body.user.id}`, { token: adminToken })).status).toBe(204);
     expect((await ws("GET", "/collections", { token: up.body.token })).status).toBe(401);
 
-    const seen = await until(() => {
+    const seen = await until("every auth event", () => {
       const names = events().map((e) => `${e.channel}:${e.event}`);
       return ["auth:signed_up", "auth:signed_in", "auth:signed_out", "auth:user_deleted"].every((n) =>
         names.includes(n),
@@ -248,7 +241,7 @@ describe("workspace users, files and their events", () => {
     expect((await ws("DELETE", `/files/${png.id}`, { token: adminToken })).status).toBe(204);
     expect((await ws("GET", `/files/${png.id}`, { token: adminToken })).status).toBe(404);
 
-    await until(() => {
+    await until("the file events", () => {
       const names = events().map((e) => `${e.channel}:${e.event}`);
       return names.filter((n) => n === "files:uploaded").length === 2 && names.includes("files:deleted");
     });
@@ -295,7 +288,9 @@ describe("concurrent writes", () => {
     const listed = await ws("GET", "/items/burst?limit=100", { token: adminToken });
     expect(listed.body.items.map((item: { id: string }) => item.id).sort()).toEqual([...ids].sort());
     // The "all items" hook (items:*:created) hears each created item once, and nothing of the failed one.
-    await until(() => ids.every((id) => receiver.requests.slice(before).some((r) => r.body.includes(id))));
+    await until("every item's delivery", () =>
+      ids.every((id) => receiver.requests.slice(before).some((r) => r.body.includes(id))),
+    );
     await new Promise((resolve) => setTimeout(resolve, 200));
     const burst = receiver.requests
       .slice(before)
