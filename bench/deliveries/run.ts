@@ -711,6 +711,11 @@ interface Row {
   otherCpu: number;
 }
 
+/** p50, p99 and max of commit-to-receipt latencies (sorted ascending). */
+function latencyFigures(sorted: number[]): Pick<Row, "p50" | "p99" | "max"> {
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1) ?? Number.NaN };
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
@@ -966,9 +971,7 @@ async function rateScenario(name: ScenarioName, receiver: Receiver, database: "s
     deliveriesPerSecond: receiver.receipts.length / ((lastReceipt - firstCommit) / 1000),
     firstFifth: Number.NaN,
     lastFifth: Number.NaN,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    max: latencies.at(-1) ?? Number.NaN,
+    ...latencyFigures(latencies),
     duplicates: receiver.duplicates,
     errors: run.errors + run.skipped + unmatched,
     peakRss,
@@ -1172,9 +1175,7 @@ async function engineRateScenario(name: ScenarioName, receiver: Receiver): Promi
     deliveriesPerSecond: receiver.receipts.length / elapsed,
     firstFifth: Number.NaN,
     lastFifth: Number.NaN,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    max: latencies.at(-1) ?? Number.NaN,
+    ...latencyFigures(latencies),
     duplicates: receiver.duplicates,
     errors: unmatched + Math.max(0, measured - receiver.receipts.length),
     peakRss,

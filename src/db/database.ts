@@ -121,7 +121,7 @@ const STATEMENT_CACHE_SIZE = 500;
  * better-sqlite3 runs a statement to completion synchronously, and SQLite re-prepares a cached
  * statement by itself when the schema changes under it.
  */
-export function withStatementCache(sqlite: SQLite.Database): SqliteDatabase {
+function withStatementCache(sqlite: SQLite.Database): SqliteDatabase {
   const statements = new Map<string, SQLite.Statement>();
   return {
     prepare(sql) {

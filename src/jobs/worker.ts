@@ -258,17 +258,19 @@ export class Worker implements LocalTaker {
     const { claimed, full } = await db.transaction().execute(async (trx) => {
       const now = clock.now();
       const at = now.toISOString();
-      const due = (limit: number) => {
+      // Jobs in `status` whose `column` has come (skipping, on PostgreSQL, those another worker is claiming).
+      const claimable = (status: "pending" | "running", column: "run_at" | "lease_until", limit: number) => {
         let query = trx
           .selectFrom("jobs")
           .select(["id", "kind", "timeout_ms"])
-          .where("status", "=", "pending")
-          .where("run_at", "<=", at)
-          .orderBy("run_at")
+          .where("status", "=", status)
+          .where(column, column === "run_at" ? "<=" : "<", at)
+          .orderBy(column)
           .limit(limit);
         if (dialect === "postgres") query = query.forUpdate().skipLocked();
         return query;
       };
+      const due = (limit: number) => claimable("pending", "run_at", limit);
       const candidates: Array<{ id: string; kind: string; timeout_ms: number }> = [];
       let full = false;
       // Each batchable kind, then the other known kinds, by the (status, kind, run_at) index.
@@ -290,15 +292,7 @@ export class Worker implements LocalTaker {
       }
       // Jobs whose lease lapsed: among the running ones, few (those in flight).
       if (fullLook && slots > 0) {
-        let lapsed = trx
-          .selectFrom("jobs")
-          .select(["id", "kind", "timeout_ms"])
-          .where("status", "=", "running")
-          .where("lease_until", "<", at)
-          .orderBy("lease_until")
-          .limit(slots);
-        if (dialect === "postgres") lapsed = lapsed.forUpdate().skipLocked();
-        const rows = await lapsed.execute();
+        const rows = await claimable("running", "lease_until", slots).execute();
         slots -= rows.length;
         candidates.push(...rows);
       }
