@@ -1,8 +1,12 @@
 import { createHmac } from "node:crypto";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
+import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
 import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
 import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
+import { insertWithEvent } from "../src/domains/workspace/writes.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {
   call,
@@ -297,6 +301,108 @@ describe("concurrent writes", () => {
       .map((r) => JSON.parse(r.body))
       .filter((b) => b.channel === "items:burst");
     expect(burst).toHaveLength(24);
+  });
+
+  it("insert together yet fail alone: a row the database refuses among many creates and updates", async () => {
+    // A trigger refuses rows marked "refuse", so one insert of a group fails in the database,
+    // after the group's rows have gone in together: the group falls back to one insert each.
+    const { deps } = app.server;
+    const schema = workspaceSchema(projectId);
+    const db = new WorkspaceDatabases(deps, 1).get(projectId);
+    if (!db) throw new Error("no workspace database");
+    const refuse =
+      deps.dialect === "sqlite"
+        ? [
+            sql`create trigger refuse_marked before insert on items when new.data like '%"refuse":true%'
+                begin select raise(abort, 'refused by the test trigger'); end`,
+          ]
+        : [
+            sql`create function ${sql.id(schema, "refuse_marked")}() returns trigger language plpgsql as $$
+                begin
+                  if new.data like '%"refuse":true%' then raise exception 'refused by the test trigger'; end if;
+                  return new;
+                end $$`,
+            sql`create trigger refuse_marked before insert on ${sql.id(schema, "items")}
+                for each row execute function ${sql.id(schema, "refuse_marked")}()`,
+          ];
+    for (const statement of refuse) await statement.execute(db);
+    try {
+      await ws("POST", "/collections", { token: adminToken, body: { slug: "refusals" } });
+      const hook = await ws("POST", "/webhooks", {
+        token: adminToken,
+        body: { name: "refusals", url: `${receiver.url}/refusals`, events: ["items:refusals"] },
+      });
+      expect(hook.status).toBe(201);
+      const existing = await ws("POST", "/items/refusals", { token: adminToken, body: { n: -1 } });
+      await receiver.waitFor("the first item's delivery", (r) => r.body.includes(existing.body.item.id));
+      const before = receiver.at("/refusals").length;
+      const [update, ...creates] = await Promise.all([
+        ws("PATCH", `/items/refusals/${existing.body.item.id}`, { token: adminToken, body: { touched: true } }),
+        ...Array.from({ length: 25 }, (_, n) =>
+          ws("POST", "/items/refusals", { token: adminToken, body: n === 12 ? { n, refuse: true } : { n } }),
+        ),
+      ]);
+      expect(update?.status).toBe(200);
+      expect(creates.map((r) => r.status)).toEqual(Array.from({ length: 25 }, (_, n) => (n === 12 ? 500 : 201)));
+      const ids = creates.filter((r) => r.status === 201).map((r) => r.body.item.id);
+      const listed = await ws("GET", "/items/refusals?limit=100", { token: adminToken });
+      expect(listed.body.items.map((item: { id: string }) => item.id).sort()).toEqual(
+        [...ids, existing.body.item.id].sort(),
+      );
+      const received = () => receiver.at("/refusals").slice(before);
+      await until("every created item's delivery and the update's", () =>
+        [...ids, existing.body.item.id].every((id) => received().some((r) => r.body.includes(id))),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const events = received().map((r) => JSON.parse(r.body));
+      expect(
+        events
+          .filter((b) => b.event === "created")
+          .map((b) => b.data.id)
+          .sort(),
+      ).toEqual([...ids].sort());
+      expect(events.filter((b) => b.event === "updated").map((b) => b.data.touched)).toEqual([true]);
+
+      // The same, deterministically in one group: inserts asked for in one turn of the event loop.
+      const dispatcher = new WorkspaceDispatcher(deps, new WorkspaceDatabases(deps, 1));
+      await dispatcher.markPending(projectId);
+      const ctx = { runtime: { dispatcher }, deps, project: { id: projectId }, db } as unknown as WorkspaceCtx;
+      const at = new Date().toISOString();
+      const rows = Array.from({ length: 10 }, (_, n) => ({
+        id: `itm_group_${n}`,
+        collection: "refusals",
+        data: JSON.stringify(n === 4 ? { n, refuse: true } : { n }),
+        created_at: at,
+        updated_at: at,
+      }));
+      const outcomes = await Promise.allSettled(
+        rows.map((row) =>
+          insertWithEvent(ctx, "items", row, {
+            result: row.id,
+            event: { channel: "items:refusals", event: "created", data: { id: row.id } },
+          }),
+        ),
+      );
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(
+        rows.map((_, n) => (n === 4 ? "rejected" : "fulfilled")),
+      );
+      const stored = await db.selectFrom("items").select("id").where("id", "like", "itm_group_%").execute();
+      const kept = rows.filter((_, n) => n !== 4).map((row) => row.id);
+      expect(stored.map((row) => row.id).sort()).toEqual(kept);
+      await until("the group's deliveries", () => kept.every((id) => received().some((r) => r.body.includes(id))));
+      await dispatcher.settle();
+      expect(received().filter((r) => r.body.includes("itm_group_4"))).toEqual([]);
+    } finally {
+      const drop =
+        deps.dialect === "sqlite"
+          ? [sql`drop trigger refuse_marked`]
+          : [
+              sql`drop trigger refuse_marked on ${sql.id(schema, "items")}`,
+              sql`drop function ${sql.id(schema, "refuse_marked")}()`,
+            ];
+      for (const statement of drop) await statement.execute(db);
+      if (deps.dialect === "sqlite") await db.destroy();
+    }
   });
 });
 

@@ -16,29 +16,19 @@ export interface WorkspaceEvent {
   data: unknown;
 }
 
-/**
- * Writes events to the workspace outbox, in one statement per 500; call it in the transaction of
- * the changes they report.
- */
-export async function recordEvents(trx: WorkspaceDb, deps: Deps, events: WorkspaceEvent[]): Promise<void> {
+/** The outbox rows of events; insert them in the transaction of the changes they report. */
+export function outboxRows(deps: Deps, events: WorkspaceEvent[]) {
   const now = deps.clock.now();
   const at = now.toISOString();
-  const rows = events.map((event) => ({
+  return events.map((event) => ({
     id: newId("evt", now),
     channel: event.channel,
     event: event.event,
     data: JSON.stringify(event.data ?? null),
     created_at: at,
   }));
-  for (let i = 0; i < rows.length; i += OUTBOX_INSERT_CHUNK) {
-    await trx
-      .insertInto("events")
-      .values(rows.slice(i, i + OUTBOX_INSERT_CHUNK))
-      .execute();
-  }
 }
 
-const OUTBOX_INSERT_CHUNK = 500;
 const BATCH = 500;
 
 /** Same event and hook, same delivery id: dispatching an event twice creates its deliveries once. */

@@ -7,7 +7,7 @@ import Busboy from "busboy";
 import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
-import { writeWithEvent } from "./items.ts";
+import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
 interface FileRow {
   id: string;
@@ -103,17 +103,17 @@ export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
   const tempPath = path.join(dir, `${id}.part`);
   try {
     const meta = await receive(ctx, upload, tempPath);
-    const file = await writeWithEvent(ctx, async (trx) => {
-      const row: FileRow = {
-        id,
-        name: meta.name,
-        content_type: meta.contentType,
-        size: meta.size,
-        created_at: ctx.deps.clock.now().toISOString(),
-      };
-      await trx.insertInto("files").values(row).execute();
-      const view = toFile(row);
-      return { result: view, event: { channel: "files", event: "uploaded", data: view } };
+    const row: FileRow = {
+      id,
+      name: meta.name,
+      content_type: meta.contentType,
+      size: meta.size,
+      created_at: ctx.deps.clock.now().toISOString(),
+    };
+    const view = toFile(row);
+    const file = await insertWithEvent(ctx, "files", row, {
+      result: view,
+      event: { channel: "files", event: "uploaded", data: view },
     });
     await rename(tempPath, path.join(dir, id));
     return { file };

@@ -1,155 +1,9 @@
-import { sql } from "kysely";
-import { type Dialect, isUniqueViolation } from "../../db/database.ts";
-import type { Deps } from "../../deps.ts";
+import { isUniqueViolation } from "../../db/database.ts";
 import { ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
 import type { WorkspaceDb } from "./databases.ts";
-import { recordEvents, type WorkspaceEvent } from "./dispatch.ts";
-
-type Change<T> = (trx: WorkspaceDb) => Promise<{ result: T; event: WorkspaceEvent | null }>;
-
-/**
- * Runs a workspace write and the event it raises in one workspace transaction, then hands the
- * event to the dispatcher. The hint is written first, so a crash after the commit cannot strand it.
- */
-export async function writeWithEvent<T>(ctx: WorkspaceCtx, change: Change<T>): Promise<T> {
-  await ctx.runtime.dispatcher.markPending(ctx.project.id);
-  const { result, event } = await groupWrite(ctx.db, ctx.deps, change);
-  if (event) ctx.runtime.dispatcher.schedule(ctx.project.id);
-  return result;
-}
-
-type Applied = { result: unknown; event: WorkspaceEvent | null };
-
-interface QueuedWrite {
-  apply: (trx: WorkspaceDb) => Promise<Applied>;
-  resolve: (value: Applied) => void;
-  reject: (error: unknown) => void;
-}
-
-/** Per workspace database: writes waiting for a group, and groups committing now. */
-interface WriteQueue {
-  waiting: QueuedWrite[];
-  committing: number;
-  scheduled: boolean;
-}
-const writeQueues = new WeakMap<WorkspaceDb, WriteQueue>();
-
-/**
- * Groups committing at once per workspace: SQLite has one connection (and one writer); on
- * PostgreSQL a few groups overlap, so that round trips, not the pool, set the pace.
- */
-const CONCURRENT_GROUPS: Record<Dialect, number> = { sqlite: 1, postgres: 4 };
-
-/**
- * Group commit: writes to one workspace that arrive together (the same turn of the event loop,
- * or while earlier groups commit) share one transaction, and the events of those that succeed
- * go into the outbox together, in one statement at the end of it. Each caller hears back only
- * after the commit, so nothing is acknowledged before it is durable, and a write that fails
- * fails alone:
- *
- * - SQLite: each write runs inside a savepoint of its own; a failing one rolls back to it and the
- *   others commit. Every SQLite commit writes the WAL, so this is most of what a write costs.
- * - PostgreSQL: a failed statement aborts the whole transaction, and savepoints would cost two
- *   more round trips per write, so the group is tried as one transaction and, if any write in it
- *   fails, each is run again in a transaction of its own. One BEGIN/COMMIT and one outbox insert
- *   per group instead of per write saves most of a write's round trips but its own statement.
- *
- * A commit that fails fails the whole group, and none of it is written.
- */
-function groupWrite<T>(
-  db: WorkspaceDb,
-  deps: Deps,
-  change: Change<T>,
-): Promise<{ result: T; event: WorkspaceEvent | null }> {
-  return new Promise((resolve, reject) => {
-    let queue = writeQueues.get(db);
-    if (!queue) {
-      queue = { waiting: [], committing: 0, scheduled: false };
-      writeQueues.set(db, queue);
-    }
-    queue.waiting.push({ apply: change, resolve: resolve as (value: Applied) => void, reject });
-    scheduleGroup(db, deps, queue);
-  });
-}
-
-function scheduleGroup(db: WorkspaceDb, deps: Deps, queue: WriteQueue): void {
-  if (queue.scheduled || queue.waiting.length === 0 || queue.committing >= CONCURRENT_GROUPS[deps.dialect]) return;
-  queue.scheduled = true;
-  setImmediate(() => {
-    queue.scheduled = false;
-    const group = queue.waiting;
-    queue.waiting = [];
-    queue.committing++;
-    const commit = deps.dialect === "sqlite" ? commitWithSavepoints : commitOrSplit;
-    void commit(db, deps, group).finally(() => {
-      queue.committing--;
-      if (queue.committing === 0 && queue.waiting.length === 0) writeQueues.delete(db);
-      else scheduleGroup(db, deps, queue);
-    });
-  });
-}
-
-/** The outbox events of the writes that were applied. */
-function eventsOf(applied: Applied[]): WorkspaceEvent[] {
-  return applied.flatMap((outcome) => (outcome.event ? [outcome.event] : []));
-}
-
-async function commitWithSavepoints(db: WorkspaceDb, deps: Deps, group: QueuedWrite[]): Promise<void> {
-  const outcomes: Array<{ ok: true; value: Applied } | { ok: false; error: unknown }> = [];
-  try {
-    await db.transaction().execute(async (trx) => {
-      for (const write of group) {
-        await sql`savepoint plinth_write`.execute(trx);
-        try {
-          const value = await write.apply(trx);
-          await sql`release plinth_write`.execute(trx);
-          outcomes.push({ ok: true, value });
-        } catch (error) {
-          await sql`rollback to plinth_write`.execute(trx);
-          await sql`release plinth_write`.execute(trx);
-          outcomes.push({ ok: false, error });
-        }
-      }
-      await recordEvents(trx, deps, eventsOf(outcomes.flatMap((outcome) => (outcome.ok ? [outcome.value] : []))));
-    });
-  } catch (error) {
-    for (const write of group) write.reject(error);
-    return;
-  }
-  group.forEach((write, i) => {
-    const outcome = outcomes[i];
-    if (outcome?.ok) write.resolve(outcome.value);
-    else write.reject(outcome ? outcome.error : new Error("write was not applied"));
-  });
-}
-
-async function commitOrSplit(db: WorkspaceDb, deps: Deps, group: QueuedWrite[]): Promise<void> {
-  const applyAll = async (trx: WorkspaceDb, writes: QueuedWrite[]) => {
-    const applied: Applied[] = [];
-    for (const write of writes) applied.push(await write.apply(trx));
-    await recordEvents(trx, deps, eventsOf(applied));
-    return applied;
-  };
-  if (group.length > 1) {
-    try {
-      const values = await db.transaction().execute((trx) => applyAll(trx, group));
-      for (const [i, write] of group.entries()) write.resolve(values[i] as Applied);
-      return;
-    } catch {
-      // Some write failed (or the commit did): nothing was written; each on its own, below.
-    }
-  }
-  await Promise.all(
-    group.map((write) =>
-      db
-        .transaction()
-        .execute((trx) => applyAll(trx, [write]))
-        .then(([value]) => write.resolve(value as Applied), write.reject),
-    ),
-  );
-}
+import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
 interface CollectionRow {
   slug: string;
@@ -189,14 +43,14 @@ export async function listCollections(ctx: WorkspaceCtx) {
  */
 const knownCollections = new WeakMap<WorkspaceDb, Set<string>>();
 
-async function assertCollection(db: WorkspaceDb, slug: string, known: WorkspaceDb = db): Promise<void> {
-  if (knownCollections.get(known)?.has(slug)) return;
+async function assertCollection(db: WorkspaceDb, slug: string): Promise<void> {
+  if (knownCollections.get(db)?.has(slug)) return;
   const found = await db.selectFrom("collections").select("slug").where("slug", "=", slug).executeTakeFirst();
   if (!found) throw new NotFoundError(`collection '${slug}' not found`);
-  let slugs = knownCollections.get(known);
+  let slugs = knownCollections.get(db);
   if (!slugs) {
     slugs = new Set();
-    knownCollections.set(known, slugs);
+    knownCollections.set(db, slugs);
   }
   slugs.add(slug);
 }
@@ -221,10 +75,11 @@ export function toItem(row: ItemRow): Record<string, unknown> {
 
 const RESERVED_ITEM_KEYS = ["id", "createdAt", "updatedAt"];
 
-function storedData(data: Record<string, unknown>): string {
+/** The data as stored: without the keys an item sets itself. */
+function ownKeys(data: Record<string, unknown>): Record<string, unknown> {
   const copy = { ...data };
   for (const key of RESERVED_ITEM_KEYS) delete copy[key];
-  return JSON.stringify(copy);
+  return copy;
 }
 
 async function findItem(db: WorkspaceDb, collection: string, id: string): Promise<ItemRow> {
@@ -240,15 +95,17 @@ async function findItem(db: WorkspaceDb, collection: string, id: string): Promis
 
 const channel = (collection: string) => `items:${collection}`;
 
+/** Collections exist before their items and are never removed, so the check can precede the insert. */
 export async function createItem(ctx: WorkspaceCtx, collection: string, data: Record<string, unknown>) {
   requireMember(ctx, true);
-  return writeWithEvent(ctx, async (trx) => {
-    await assertCollection(trx, collection, ctx.db);
-    const at = ctx.deps.clock.now().toISOString();
-    const row: ItemRow = { id: newId("itm"), collection, data: storedData(data), created_at: at, updated_at: at };
-    await trx.insertInto("items").values(row).execute();
-    const item = toItem(row);
-    return { result: { item }, event: { channel: channel(collection), event: "created", data: item } };
+  await assertCollection(ctx.db, collection);
+  const at = ctx.deps.clock.now().toISOString();
+  const own = ownKeys(data);
+  const row: ItemRow = { id: newId("itm"), collection, data: JSON.stringify(own), created_at: at, updated_at: at };
+  const item = { ...own, id: row.id, createdAt: at, updatedAt: at };
+  return insertWithEvent(ctx, "items", row, {
+    result: { item },
+    event: { channel: channel(collection), event: "created", data: item },
   });
 }
 
@@ -282,7 +139,11 @@ export async function updateItem(ctx: WorkspaceCtx, collection: string, id: stri
   return writeWithEvent(ctx, async (trx) => {
     const current = await findItem(trx, collection, id);
     const merged = { ...(JSON.parse(current.data) as Record<string, unknown>), ...data };
-    const row: ItemRow = { ...current, data: storedData(merged), updated_at: ctx.deps.clock.now().toISOString() };
+    const row: ItemRow = {
+      ...current,
+      data: JSON.stringify(ownKeys(merged)),
+      updated_at: ctx.deps.clock.now().toISOString(),
+    };
     await trx.updateTable("items").set({ data: row.data, updated_at: row.updated_at }).where("id", "=", id).execute();
     const item = toItem(row);
     return { result: { item }, event: { channel: channel(collection), event: "updated", data: item } };

@@ -4,7 +4,7 @@ import { ConflictError, NotFoundError, UnauthorizedError } from "../../http/erro
 import { newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { requireAdmin, type WorkspaceCtx } from "./access.ts";
-import { writeWithEvent } from "./items.ts";
+import { writeWithEvent } from "./writes.ts";
 
 /** scrypt with 16 MiB of memory per hash: memory-hard, so guessing at scale stays expensive. */
 const KDF = { N: 16_384, r: 8, p: 1, keyLength: 32, maxmem: 64 * 1024 * 1024 };
