@@ -1,4 +1,4 @@
-import { randomFillSync } from "node:crypto";
+import { createHash, randomFillSync } from "node:crypto";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"; // Crockford base32, lower-case
 const RANDOM_CHARS = 16;
@@ -30,4 +30,16 @@ export function newId(prefix: string, now: Date = new Date()): string {
   for (let i = poolOffset; i < poolOffset + RANDOM_CHARS; i++) tail += ALPHABET[(pool[i] as number) & 31];
   poolOffset += RANDOM_CHARS;
   return `${prefix}_${encodeTime(now.getTime())}${tail}`;
+}
+
+/**
+ * An id shaped like `newId`'s, with its time part from `at` and its tail drawn from a hash of
+ * `seed`: the same seed always gives the same id (idempotent writes), and ids made at about the
+ * same time still sort together, so their index entries land on the same few B-tree pages.
+ */
+export function derivedId(prefix: string, at: Date, seed: string): string {
+  const digest = createHash("sha256").update(seed).digest();
+  let tail = "";
+  for (let i = 0; i < RANDOM_CHARS; i++) tail += ALPHABET[(digest[i] as number) & 31];
+  return `${prefix}_${encodeTime(at.getTime())}${tail}`;
 }

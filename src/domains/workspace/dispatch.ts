@@ -1,10 +1,9 @@
-import { createHash } from "node:crypto";
 import type { Selectable } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
-import { newId } from "../../lib/ids.ts";
+import { derivedId, newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { deliveryHeaders } from "../webhooks/events.ts";
 import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
@@ -31,9 +30,13 @@ export function outboxRows(deps: Deps, events: WorkspaceEvent[]) {
 
 const BATCH = 500;
 
-/** Same event and hook, same delivery id: dispatching an event twice creates its deliveries once. */
-function deliveryIdFor(eventId: string, webhookId: string): string {
-  return `dlv_${createHash("sha256").update(`${eventId}:${webhookId}`).digest("hex").slice(0, 26)}`;
+/**
+ * Same event and hook, same delivery id: dispatching an event twice creates its deliveries once.
+ * The id carries the event's time, so a pass's new deliveries (and their jobs, keyed by it) sit
+ * together in their indexes instead of on as many random pages, each written out at commit.
+ */
+function deliveryIdFor(event: { id: string; created_at: string }, webhookId: string): string {
+  return derivedId("dlv", new Date(event.created_at), `${event.id}:${webhookId}`);
 }
 
 /**
@@ -194,7 +197,7 @@ export class WorkspaceDispatcher {
       const data = fromJsonColumn<unknown>(event.data as string, null);
       for (const hook of hooks) {
         if (!matchesAnyPattern(fromJsonColumn<string[]>(hook.events, []), name)) continue;
-        const id = deliveryIdFor(event.id as string, hook.id);
+        const id = deliveryIdFor(event as { id: string; created_at: string }, hook.id);
         const body = JSON.stringify({
           channel: event.channel,
           event: event.event,
