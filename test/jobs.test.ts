@@ -373,6 +373,48 @@ describe("batch handlers", () => {
     expect(recorded).not.toContain(99);
   });
 
+  it("hands jobs enqueued in jobs.transaction() to the local worker at commit, and frees the room of a rollback", async () => {
+    const started: number[] = [];
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const worker = await runWorker({
+      "test.batch": {
+        batchSize: 4,
+        maxInFlight: 4,
+        async handleBatch(runs) {
+          return runs.map(async ({ payload }) => {
+            started.push(Number(payload.n));
+            await gate;
+            return { error: null };
+          });
+        },
+      },
+    });
+    const enqueue = (trx: Parameters<typeof deps.jobs.enqueue>[0], ns: number[]) =>
+      deps.jobs.enqueue(trx, ...ns.map((n) => ({ kind: "test.batch", payload: { n } })));
+    // A rolled-back transaction reserved all four slots; they must come back.
+    await deps.jobs
+      .transaction(deps.db, async (trx) => {
+        await enqueue(trx, [90, 91, 92, 93]);
+        throw new Error("roll back");
+      })
+      .catch(() => {});
+    await deps.jobs.transaction(deps.db, (trx) => enqueue(trx, [1, 2, 3, 4]));
+    // Already the worker's as they commit: inserted running under its lease, with no claim.
+    const rows = await deps.db.selectFrom("jobs").select(["status", "locked_by", "attempts"]).execute();
+    expect(rows).toHaveLength(4);
+    for (const row of rows) expect(row).toEqual({ status: "running", locked_by: worker.id, attempts: 1 });
+    await until(() => started.length === 4);
+    release();
+    await until(async () => {
+      const settled = await deps.db.selectFrom("jobs").select("status").execute();
+      return settled.every((row) => row.status === "succeeded");
+    });
+    expect([...started].sort()).toEqual([1, 2, 3, 4]);
+  });
+
   it("fails only the jobs of a batch still running at its deadline", async () => {
     await runWorker({
       "test.batch": {

@@ -55,6 +55,8 @@ export class JobQueue {
 
   private readonly channel: string;
   private taker: LocalTaker | undefined;
+  /** The jobs taken in each open `transaction()`, handed over after its commit. */
+  private readonly handOvers = new WeakMap<Db, Job[]>();
 
   constructor(
     private readonly dialect: Dialect,
@@ -65,15 +67,40 @@ export class JobQueue {
   }
 
   /**
-   * A worker in this process that takes new jobs straight away (SQLite only): jobs it reserves
-   * are inserted already claimed by it, and handed over once the transaction is done, saving the
-   * claim's own transaction. Every SQLite query shares one connection, so the worker's first
-   * read of them queues behind the enqueuing transaction and sees it committed (or, after a
-   * rollback, sees nothing and has nothing to do). If this process dies, the lease lapses and
-   * any worker claims them as usual.
+   * A worker in this process that takes new jobs straight away: jobs it reserves are inserted
+   * already claimed by it, and handed over once the transaction is done, saving the claim's own
+   * transaction. If this process dies, the lease lapses and any worker claims them as usual.
+   *
+   * - Inside `transaction()`: handed over once it has committed; a rollback gives the room back.
+   * - SQLite, elsewhere: handed over on the next turn of the event loop. Every SQLite query shares
+   *   one connection, so the worker's first read of them queues behind the enqueuing transaction
+   *   and sees it committed (or, after a rollback, sees nothing and has nothing to do).
+   * - PostgreSQL, elsewhere: not at all, as nobody knows when the transaction commits.
    */
   setLocalTaker(taker: LocalTaker | undefined): void {
-    this.taker = this.dialect === "sqlite" ? taker : undefined;
+    this.taker = taker;
+  }
+
+  /**
+   * Runs `work` in a transaction of `db`; due jobs it enqueues go to this process's worker (see
+   * `setLocalTaker`) after the commit, instead of waiting for a claim.
+   */
+  async transaction<T>(db: Db, work: (trx: Db) => Promise<T>): Promise<T> {
+    const taker = this.taker;
+    if (!taker) return db.transaction().execute(work);
+    const taken: Job[] = [];
+    let result: T;
+    try {
+      result = await db.transaction().execute((trx) => {
+        this.handOvers.set(trx, taken);
+        return work(trx);
+      });
+    } catch (error) {
+      for (const job of taken) taker.release(job.kind, 1);
+      throw error;
+    }
+    if (taken.length > 0) taker.adopt(taken);
+    return result;
   }
 
   /** Inserts the jobs; pass the open transaction of the change that causes them. */
@@ -98,7 +125,8 @@ export class JobQueue {
       updated_at: at,
       finished_at: null,
     }));
-    const taker = this.taker;
+    const handOver = this.handOvers.get(db);
+    const taker = handOver || this.dialect === "sqlite" ? this.taker : undefined;
     const taken = new Map<string, Job[]>();
     if (taker) {
       for (const row of rows) {
@@ -135,13 +163,15 @@ export class JobQueue {
         taker.release(kind, mine.length - kept.length);
         adopted.push(...kept);
       }
-      if (adopted.length > 0) setImmediate(() => taker.adopt(adopted));
+      if (handOver) handOver.push(...adopted);
+      else if (adopted.length > 0) setImmediate(() => taker.adopt(adopted));
     }
     // Kinds with jobs left for a claim (all of them, unless a local taker took every one).
     const kinds = [...new Set(rows.filter((row) => row.status === "pending").map((row) => row.kind))];
+    if (kinds.length === 0) return;
     if (this.dialect === "postgres") {
       await sql`select pg_notify(${this.channel}, ${kinds.join(",")})`.execute(db);
-    } else if (kinds.length > 0) {
+    } else {
       // Every SQLite query of this thread shares one connection, so a worker woken now queues
       // behind the caller's transaction and claims only after it commits. (A worker thread is
       // woken only once the transaction is over: see WorkerThread.)

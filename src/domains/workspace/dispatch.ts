@@ -224,7 +224,9 @@ export class WorkspaceDispatcher {
       }
     }
     if (rows.length === 0) return;
-    await deps.db.transaction().execute(async (trx) => {
+    // Through the queue's transaction: on PostgreSQL this process's worker gets the new jobs
+    // after the commit, without claiming them.
+    await deps.jobs.transaction(deps.db, async (trx) => {
       for (let i = 0; i < rows.length; i += 200) {
         await trx
           .insertInto("webhook_deliveries")
