@@ -373,7 +373,7 @@ describe("batch handlers", () => {
     expect(recorded).not.toContain(99);
   });
 
-  it("hands jobs enqueued in jobs.transaction() to the local worker at commit, and frees the room of a rollback", async () => {
+  it("hands jobs enqueued in jobs.transaction() to the local worker at commit, and frees the room of a failure", async () => {
     const started: number[] = [];
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
@@ -394,7 +394,15 @@ describe("batch handlers", () => {
     });
     const enqueue = (trx: Parameters<typeof deps.jobs.enqueue>[0], ns: number[]) =>
       deps.jobs.enqueue(trx, ...ns.map((n) => ({ kind: "test.batch", payload: { n } })));
-    // A rolled-back transaction reserved all four slots; they must come back.
+    // A failed enqueue and a rolled-back transaction each reserved all four slots; they must come back.
+    await expect(
+      deps.jobs.transaction(deps.db, (trx) =>
+        deps.jobs.enqueue(
+          trx,
+          ...[80, 81, 82, 83].map((n) => ({ kind: "test.batch", payload: { n }, maxAttempts: Number.NaN })),
+        ),
+      ),
+    ).rejects.toThrow();
     await deps.jobs
       .transaction(deps.db, async (trx) => {
         await enqueue(trx, [90, 91, 92, 93]);

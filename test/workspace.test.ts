@@ -364,7 +364,8 @@ describe("concurrent writes", () => {
       expect(events.filter((b) => b.event === "updated").map((b) => b.data.touched)).toEqual([true]);
 
       // The same, deterministically in one group: inserts asked for in one turn of the event loop.
-      const dispatcher = new WorkspaceDispatcher(deps, new WorkspaceDatabases(deps, 1));
+      const databases = new WorkspaceDatabases(deps, 1);
+      const dispatcher = new WorkspaceDispatcher(deps, databases);
       await dispatcher.markPending(projectId);
       const ctx = { runtime: { dispatcher }, deps, project: { id: projectId }, db } as unknown as WorkspaceCtx;
       const at = new Date().toISOString();
@@ -391,6 +392,16 @@ describe("concurrent writes", () => {
       expect(stored.map((row) => row.id).sort()).toEqual(kept);
       await until("the group's deliveries", () => kept.every((id) => received().some((r) => r.body.includes(id))));
       await dispatcher.settle();
+      await databases.closeAll();
+      // The refused row raised no event: none in the outbox, none dispatched, none received.
+      const refused = "%itm_group_4%";
+      expect(await db.selectFrom("events").select("id").where("data", "like", refused).execute()).toEqual([]);
+      const dispatched = await deps.db
+        .selectFrom("webhook_deliveries")
+        .select("id")
+        .where("body", "like", refused)
+        .execute();
+      expect(dispatched).toEqual([]);
       expect(received().filter((r) => r.body.includes("itm_group_4"))).toEqual([]);
     } finally {
       const drop =

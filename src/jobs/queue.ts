@@ -40,8 +40,16 @@ export interface LocalTaker {
   reserve(kind: string, count: number): number;
   /** Gives back reserved room for jobs that were not inserted after all. */
   release(kind: string, count: number): void;
-  /** The taken jobs, once the enqueuing transaction is done. */
-  adopt(jobs: Job[]): void;
+  /**
+   * The taken jobs, once the enqueuing transaction is done; `committed` when it is known to have
+   * committed (else the worker checks that the jobs exist before running them).
+   */
+  adopt(jobs: Job[], committed: boolean): void;
+}
+
+interface HandOver {
+  taker: LocalTaker;
+  jobs: Job[];
 }
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
@@ -55,8 +63,8 @@ export class JobQueue {
 
   private readonly channel: string;
   private taker: LocalTaker | undefined;
-  /** The jobs taken in each open `transaction()`, handed over after its commit. */
-  private readonly handOvers = new WeakMap<Db, Job[]>();
+  /** Each open `transaction()`'s worker and the jobs it took, handed over after the commit. */
+  private readonly handOvers = new WeakMap<Db, HandOver>();
 
   constructor(
     private readonly dialect: Dialect,
@@ -88,18 +96,18 @@ export class JobQueue {
   async transaction<T>(db: Db, work: (trx: Db) => Promise<T>): Promise<T> {
     const taker = this.taker;
     if (!taker) return db.transaction().execute(work);
-    const taken: Job[] = [];
+    const handOver: HandOver = { taker, jobs: [] };
     let result: T;
     try {
       result = await db.transaction().execute((trx) => {
-        this.handOvers.set(trx, taken);
+        this.handOvers.set(trx, handOver);
         return work(trx);
       });
     } catch (error) {
-      for (const job of taken) taker.release(job.kind, 1);
+      for (const job of handOver.jobs) taker.release(job.kind, 1);
       throw error;
     }
-    if (taken.length > 0) taker.adopt(taken);
+    if (handOver.jobs.length > 0) taker.adopt(handOver.jobs, true);
     return result;
   }
 
@@ -126,7 +134,8 @@ export class JobQueue {
       finished_at: null,
     }));
     const handOver = this.handOvers.get(db);
-    const taker = handOver || this.dialect === "sqlite" ? this.taker : undefined;
+    // Inside transaction(), the worker that was there when it began: the one that adopts.
+    const taker = handOver?.taker ?? (this.dialect === "sqlite" ? this.taker : undefined);
     const taken = new Map<string, Job[]>();
     if (taker) {
       for (const row of rows) {
@@ -136,24 +145,31 @@ export class JobQueue {
         mine.push(row);
       }
       for (const [kind, mine] of taken) {
+        const leases = mine.map((row) => new Date(now.getTime() + row.timeout_ms + LEASE_MARGIN_MS).toISOString());
         const count = taker.reserve(kind, mine.length);
         mine.length = count;
-        for (const row of mine) {
+        mine.forEach((row, i) => {
           row.status = "running";
           row.attempts = 1;
           row.locked_by = taker.id;
-          row.lease_until = new Date(now.getTime() + row.timeout_ms + LEASE_MARGIN_MS).toISOString();
-        }
+          row.lease_until = leases[i] as string;
+        });
       }
     }
     const inserted = new Set<string>();
-    for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
-      const query = db
-        .insertInto("jobs")
-        .values(rows.slice(i, i + INSERT_CHUNK))
-        .onConflict((oc) => oc.column("idempotency_key").doNothing());
-      if (taken.size === 0) await query.execute();
-      else for (const { id } of await query.returning("id").execute()) inserted.add(id);
+    try {
+      for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+        const query = db
+          .insertInto("jobs")
+          .values(rows.slice(i, i + INSERT_CHUNK))
+          .onConflict((oc) => oc.column("idempotency_key").doNothing());
+        if (taken.size === 0) await query.execute();
+        else for (const { id } of await query.returning("id").execute()) inserted.add(id);
+      }
+    } catch (error) {
+      // Nothing of this call is ours to run: give the room back.
+      if (taker) for (const [kind, mine] of taken) taker.release(kind, mine.length);
+      throw error;
     }
     if (taker && taken.size > 0) {
       // A job whose idempotency key already existed was not inserted: it is not ours to run.
@@ -163,8 +179,8 @@ export class JobQueue {
         taker.release(kind, mine.length - kept.length);
         adopted.push(...kept);
       }
-      if (handOver) handOver.push(...adopted);
-      else if (adopted.length > 0) setImmediate(() => taker.adopt(adopted));
+      if (handOver) handOver.jobs.push(...adopted);
+      else if (adopted.length > 0) setImmediate(() => taker.adopt(adopted, false));
     }
     // Kinds with jobs left for a claim (all of them, unless a local taker took every one).
     const kinds = [...new Set(rows.filter((row) => row.status === "pending").map((row) => row.kind))];

@@ -65,6 +65,12 @@ export type JobHandler = SingleJobHandler | BatchJobHandler;
 
 export type JobHandlers = Record<string, JobHandler>;
 
+/**
+ * Where running jobs came from: a claim (room counted as they start), or handed over at enqueue
+ * (room reserved then) by a transaction known to have committed, or not known to.
+ */
+type JobOrigin = "claimed" | "committed" | "unknown";
+
 function isBatchHandler(handler: JobHandler): handler is BatchJobHandler {
   return "handleBatch" in handler;
 }
@@ -348,17 +354,17 @@ export class Worker implements LocalTaker {
     this.countInFlight(kind, -count);
   }
 
-  adopt(jobs: Job[]): void {
+  adopt(jobs: Job[], committed: boolean): void {
     // Stopping: the leases are released (or lapse) and the jobs are claimed again.
     if (this.stopping) {
       for (const job of jobs) this.release(job.kind, 1);
       return;
     }
-    this.launchAll(jobs, true);
+    this.launchAll(jobs, committed ? "committed" : "unknown");
   }
 
-  /** Starts claimed jobs: batches per batchable kind, single jobs one by one. */
-  private launchAll(jobs: Job[], reserved = false): void {
+  /** Starts jobs (claimed, or handed over): batches per batchable kind, single jobs one by one. */
+  private launchAll(jobs: Job[], origin: JobOrigin = "claimed"): void {
     const batches = new Map<string, Job[]>();
     for (const job of jobs) {
       const handler = this.handlers[job.kind];
@@ -376,8 +382,8 @@ export class Worker implements LocalTaker {
       batch.sort((a, b) => (a.run_at < b.run_at ? -1 : a.run_at > b.run_at ? 1 : 0));
       for (let i = 0; i < batch.length; i += handler.batchSize) {
         const part = batch.slice(i, i + handler.batchSize);
-        if (!reserved) this.countInFlight(kind, part.length);
-        this.track(part[0]?.id ?? kind, this.executeBatch(part, handler, reserved));
+        if (origin === "claimed") this.countInFlight(kind, part.length);
+        this.track(part[0]?.id ?? kind, this.executeBatch(part, handler, origin));
       }
     }
   }
@@ -432,10 +438,10 @@ export class Worker implements LocalTaker {
    * the next group commit as soon as it is ready; a job still running at the deadline is
    * committed as a failed attempt, like a single job that times out.
    */
-  private async executeBatch(claimed: Job[], handler: BatchJobHandler, adopted: boolean): Promise<void> {
+  private async executeBatch(claimed: Job[], handler: BatchJobHandler, origin: JobOrigin): Promise<void> {
     const kind = claimed[0]?.kind ?? "";
     // Jobs handed over at enqueue exist only if that transaction committed.
-    const jobs = adopted && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
+    const jobs = origin === "unknown" && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
     this.countInFlight(kind, jobs.length - claimed.length);
     if (jobs.length === 0) return;
     const timeoutMs = Math.max(...jobs.map((job) => job.timeout_ms));

@@ -85,7 +85,10 @@ const MAX_GROUP = 500;
  *   events, in a data-modifying WITH), which needs no BEGIN and COMMIT: one round trip for the
  *   group, where a write on its own would take four.
  *
- * A commit that fails fails the whole group, and none of it is written.
+ * On SQLite a commit that fails fails the whole group, and none of it is written; on PostgreSQL
+ * that too sends each write on its own. In a group, the changes run before the inserts: no
+ * change can depend on an insert of its own group, as nobody knows an inserted row's id before
+ * its write has answered.
  */
 function groupWrite(db: WorkspaceDb, deps: Deps, change: Write): Promise<Applied> {
   return new Promise((resolve, reject) => {
