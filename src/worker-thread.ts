@@ -136,7 +136,7 @@ export class WorkerThread {
     let error: string | undefined;
     try {
       const db = this.databases.get(projectId);
-      if (db) await clearOutbox(db, eventIds);
+      if (db) await clearOutbox(db, this.deps.dialect, eventIds);
     } catch (cause) {
       error = cause instanceof Error ? cause.message : String(cause);
     }

@@ -2,6 +2,7 @@ import { type Selectable, sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db, Dialect } from "../db/database.ts";
 import type { JobsTable } from "../db/schema.ts";
+import { chunked } from "../db/shapes.ts";
 import { newId } from "../lib/ids.ts";
 import { toJsonColumn } from "../lib/json.ts";
 
@@ -158,10 +159,10 @@ export class JobQueue {
     }
     const inserted = new Set<string>();
     try {
-      for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+      for (const chunk of chunked(this.dialect, rows, INSERT_CHUNK)) {
         const query = db
           .insertInto("jobs")
-          .values(rows.slice(i, i + INSERT_CHUNK))
+          .values(chunk)
           .onConflict((oc) => oc.column("idempotency_key").doNothing());
         if (taken.size === 0) await query.execute();
         else for (const { id } of await query.returning("id").execute()) inserted.add(id);

@@ -3,6 +3,7 @@ import type { UpdateQueryBuilder, UpdateResult } from "kysely";
 import pg from "pg";
 import type { Db } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
+import { inList } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
@@ -331,7 +332,7 @@ export class Worker implements LocalTaker {
             lease_until: new Date(now.getTime() + timeoutMs + LEASE_MARGIN_MS).toISOString(),
             updated_at: at,
           }))
-          .where("id", "in", ids)
+          .where("id", "in", inList(this.deps.dialect, ids))
           .returningAll()
           .execute();
         claimed.push(...rows);
@@ -611,7 +612,7 @@ export class Worker implements LocalTaker {
         db
           .updateTable("jobs")
           .set({ status: "succeeded", lease_until: null, locked_by: null, updated_at: at, finished_at: at })
-          .where("id", "in", succeeded),
+          .where("id", "in", inList(this.deps.dialect, succeeded)),
       ).executeTakeFirst();
       lost += succeeded.length - Number(result.numUpdatedRows);
     }

@@ -1,6 +1,7 @@
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
+import { chunked, inList } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, JobResult, JobRun, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
@@ -160,11 +161,11 @@ const INSERT_CHUNK = 100;
 async function loadDeliveries(deps: Deps, ids: string[]): Promise<Map<string, Delivery>> {
   const found = new Map<string, Delivery>();
   const unique = [...new Set(ids)];
-  for (let i = 0; i < unique.length; i += LOAD_CHUNK) {
+  for (const chunk of chunked(deps.dialect, unique, LOAD_CHUNK)) {
     const rows = await deps.db
       .selectFrom("webhook_deliveries")
       .selectAll()
-      .where("id", "in", unique.slice(i, i + LOAD_CHUNK))
+      .where("id", "in", inList(deps.dialect, chunk))
       .execute();
     for (const row of rows) found.set(row.id, row);
   }
@@ -244,7 +245,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     await trx
       .updateTable("webhook_deliveries")
       .set({ status: "skipped", updated_at: at })
-      .where("id", "in", skipped)
+      .where("id", "in", inList(deps.dialect, skipped))
       .execute();
   }
   if (sent.length === 0) return;
@@ -259,11 +260,8 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     request_headers: toJsonColumn(s.headers),
     created_at: at,
   }));
-  for (let i = 0; i < attempts.length; i += INSERT_CHUNK) {
-    await trx
-      .insertInto("webhook_attempts")
-      .values(attempts.slice(i, i + INSERT_CHUNK))
-      .execute();
+  for (const chunk of chunked(deps.dialect, attempts, INSERT_CHUNK)) {
+    await trx.insertInto("webhook_attempts").values(chunk).execute();
   }
   const groups = new Map<string, { s: Sent; ids: string[] }>();
   for (const s of sent) {
@@ -282,7 +280,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
         last_error: s.error,
         updated_at: at,
       }))
-      .where("id", "in", ids)
+      .where("id", "in", inList(deps.dialect, ids))
       .execute();
   }
   // Breakers: the counter as read, moved attempt by attempt, so exactly the attempt that takes it

@@ -1,6 +1,7 @@
 import type { Selectable } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
+import { chunked, inList } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { derivedId, newId } from "../../lib/ids.ts";
@@ -63,8 +64,8 @@ export interface DispatcherOptions {
 }
 
 /** Deletes dispatched events from an outbox. */
-export async function clearOutbox(db: WorkspaceDb, eventIds: string[]): Promise<void> {
-  await db.deleteFrom("events").where("id", "in", eventIds).execute();
+export async function clearOutbox(db: WorkspaceDb, dialect: Dialect, eventIds: string[]): Promise<void> {
+  await db.deleteFrom("events").where("id", "in", inList(dialect, eventIds)).execute();
 }
 
 /**
@@ -149,7 +150,7 @@ export class WorkspaceDispatcher {
       await this.deliver(projectId, events);
       const ids = events.map((e) => e.id as string);
       if (this.options.clear) await this.options.clear(projectId, ids);
-      else await clearOutbox(db, ids);
+      else await clearOutbox(db, this.deps.dialect, ids);
       if (events.length < BATCH) return;
     }
   }
@@ -227,10 +228,10 @@ export class WorkspaceDispatcher {
     // Through the queue's transaction: on PostgreSQL this process's worker gets the new jobs
     // after the commit, without claiming them.
     await deps.jobs.transaction(deps.db, async (trx) => {
-      for (let i = 0; i < rows.length; i += 200) {
+      for (const chunk of chunked(deps.dialect, rows, 200)) {
         await trx
           .insertInto("webhook_deliveries")
-          .values(rows.slice(i, i + 200))
+          .values(chunk)
           .onConflict((oc) => oc.column("id").doNothing())
           .execute();
       }

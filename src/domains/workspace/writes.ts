@@ -1,5 +1,6 @@
 import { type QueryCreator, sql } from "kysely";
 import type { Dialect } from "../../db/database.ts";
+import { chunked } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { WorkspaceCtx } from "./access.ts";
 import type { WorkspaceDb } from "./databases.ts";
@@ -151,8 +152,11 @@ async function inSavepoint(trx: WorkspaceDb, run: () => Promise<Applied>): Promi
   }
 }
 
+/** SQLite: the writes' rows, in statements of power-of-two sizes (see src/db/shapes.ts). */
 async function insertRows(trx: WorkspaceDb, writes: QueuedWrite[]): Promise<void> {
-  for (const [table, rows] of rowsByTable(writes)) await trx.insertInto(table).values(rows).execute();
+  for (const [table, rows] of rowsByTable(writes)) {
+    for (const chunk of chunked("sqlite", rows, MAX_GROUP)) await trx.insertInto(table).values(chunk).execute();
+  }
 }
 
 async function commitWithSavepoints(db: WorkspaceDb, deps: Deps, group: QueuedWrite[]): Promise<void> {
@@ -198,7 +202,9 @@ async function commitWithSavepoints(db: WorkspaceDb, deps: Deps, group: QueuedWr
 }
 
 async function insertOutbox(trx: WorkspaceDb, deps: Deps, events: WorkspaceEvent[]): Promise<void> {
-  if (events.length > 0) await trx.insertInto("events").values(outboxRows(deps, events)).execute();
+  for (const chunk of chunked(deps.dialect, outboxRows(deps, events), MAX_GROUP)) {
+    await trx.insertInto("events").values(chunk).execute();
+  }
 }
 
 async function commitOrSplit(db: WorkspaceDb, deps: Deps, group: QueuedWrite[]): Promise<void> {
