@@ -243,6 +243,13 @@ describe("outbound client", () => {
       expect(target.requests.map((request) => request.url)).toEqual(["/hook"]);
     });
 
+    it("answers a request it cannot send (a header value with a line break) with an error, never a throw", async () => {
+      const target = await receiver();
+      const result = await client().post(`http://127.0.0.1:${target.port}/`, { "x-custom": "a\r\nb" }, "{}");
+      expect(result).toMatchObject({ statusCode: null, body: null, error: expect.any(String) });
+      expect(target.requests).toEqual([]);
+    });
+
     it("keeps at most 2048 bytes of a large response", async () => {
       const target = await receiver();
       target.respond = (_request, response) => response.end("x".repeat(10 * 1024));

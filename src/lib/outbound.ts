@@ -161,30 +161,29 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
       const abortFromCaller = () => stop(new Error(`aborted: ${describeError(signal?.reason)}`));
       signal?.addEventListener("abort", abortFromCaller, { once: true });
 
-      agent.dispatch(
-        { origin: target.origin, path: target.path, method: "POST", headers, body },
-        {
-          onRequestStart(dispatching) {
-            controller = dispatching;
-            if (settled) dispatching.abort(new Error("request abandoned"));
-          },
-          onResponseStart(_controller, status) {
-            statusCode = status;
-          },
-          onResponseData(current, chunk) {
-            chunks.push(chunk);
-            size += chunk.length;
-            if (size < maxResponseBytes) return;
-            // Enough kept: answer now, and drop the connection instead of draining the rest.
-            answered();
-            current.abort(new Error("response body cut"));
-          },
-          onResponseEnd: answered,
-          onResponseError(_controller, error) {
-            settle(failure(describeError(error)));
-          },
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(dispatching) {
+          controller = dispatching;
+          if (settled) dispatching.abort(new Error("request abandoned"));
         },
-      );
+        onResponseStart(_controller, status) {
+          statusCode = status;
+        },
+        onResponseData(current, chunk) {
+          chunks.push(chunk);
+          size += chunk.length;
+          if (size < maxResponseBytes) return;
+          // Enough kept: answer now, and drop the connection instead of draining the rest.
+          answered();
+          current.abort(new Error("response body cut"));
+        },
+        onResponseEnd: answered,
+        onResponseError(_controller, error) {
+          settle(failure(describeError(error)));
+        },
+      };
+      // undici reports a request it cannot send (a bad header value, say) to onResponseError.
+      agent.dispatch({ origin: target.origin, path: target.path, method: "POST", headers, body }, handler);
     });
   }
 
