@@ -417,6 +417,68 @@ describe("concurrent writes", () => {
   });
 });
 
+describe("dispatching an event again", () => {
+  it("sends nothing twice, even once the first dispatch's job has been pruned", async () => {
+    // A crash between a dispatch's commit and its outbox delete leaves the event to go again.
+    const { deps } = app.server;
+    const databases = new WorkspaceDatabases(deps, 1);
+    const dispatcher = new WorkspaceDispatcher(deps, databases);
+    const db = databases.get(projectId);
+    if (!db) throw new Error("no workspace database");
+    const event = {
+      id: "evt_redispatch_0000000000000",
+      channel: "items:posts",
+      event: "created",
+      data: JSON.stringify({ id: "itm_redispatched", title: "again" }),
+      created_at: new Date().toISOString(),
+    };
+    const sent = () => receiver.requests.filter((r) => r.body.includes("itm_redispatched"));
+    try {
+      await db.insertInto("events").values(event).execute();
+      await dispatcher.dispatch(projectId);
+      await until("the first delivery", () => sent().length === 1);
+      const delivery = await deps.db
+        .selectFrom("webhook_deliveries")
+        .select(["id", "status"])
+        .where("body", "like", "%itm_redispatched%")
+        .executeTakeFirstOrThrow();
+      await until("the delivery to be recorded", async () => {
+        const row = await deps.db
+          .selectFrom("webhook_deliveries")
+          .select("status")
+          .where("id", "=", delivery.id)
+          .executeTakeFirstOrThrow();
+        return row.status === "succeeded";
+      });
+      // Dispatched again: once with the job still there, once after it was pruned.
+      await db.insertInto("events").values(event).execute();
+      await dispatcher.dispatch(projectId);
+      await deps.db.deleteFrom("jobs").where("idempotency_key", "=", delivery.id).execute();
+      await db.insertInto("events").values(event).execute();
+      await dispatcher.dispatch(projectId);
+      await until("the re-enqueued job to finish", async () => {
+        const job = await deps.db
+          .selectFrom("jobs")
+          .select("status")
+          .where("idempotency_key", "=", delivery.id)
+          .executeTakeFirst();
+        return job?.status === "succeeded";
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(sent()).toHaveLength(1);
+      const attempts = await deps.db
+        .selectFrom("webhook_attempts")
+        .select("attempt")
+        .where("delivery_id", "=", delivery.id)
+        .execute();
+      expect(attempts).toEqual([{ attempt: 1 }]);
+    } finally {
+      await dispatcher.settle();
+      await databases.closeAll();
+    }
+  });
+});
+
 describe("outbox hints", () => {
   it("stay while a project is written to, and are cleared by the sweep once stale over an empty outbox", async () => {
     const { deps } = app.server;
