@@ -72,6 +72,24 @@ export type JobHandlers = Record<string, JobHandler>;
  */
 type JobOrigin = "claimed" | "committed" | "unknown";
 
+/**
+ * A job's deadline: a signal aborted and a promise rejected once `timeoutMs` has passed. Call
+ * `clear` when the work is done.
+ */
+function jobDeadline(timeoutMs: number) {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new Error(`job timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+  });
+  // Raced against the work; nobody need be listening when it fires.
+  expired.catch(() => {});
+  return { signal: controller.signal, expired, clear: () => clearTimeout(timer) };
+}
+
 function isBatchHandler(handler: JobHandler): handler is BatchJobHandler {
   return "handleBatch" in handler;
 }
@@ -398,18 +416,11 @@ export class Worker implements LocalTaker {
 
   /** Runs `work` with an AbortSignal that fires after `timeoutMs`; rejects then too. */
   private async withTimeout<T>(timeoutMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const controller = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        controller.abort();
-        reject(new Error(`job timed out after ${timeoutMs} ms`));
-      }, timeoutMs);
-    });
+    const deadline = jobDeadline(timeoutMs);
     try {
-      return await Promise.race([work(controller.signal), timeout]);
+      return await Promise.race([work(deadline.signal), deadline.expired]);
     } finally {
-      clearTimeout(timer);
+      deadline.clear();
     }
   }
 
@@ -445,24 +456,15 @@ export class Worker implements LocalTaker {
     const jobs = origin === "unknown" && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
     this.countInFlight(kind, jobs.length - claimed.length);
     if (jobs.length === 0) return;
-    const timeoutMs = Math.max(...jobs.map((job) => job.timeout_ms));
-    const controller = new AbortController();
+    const { signal, expired: deadline, clear } = jobDeadline(Math.max(...jobs.map((job) => job.timeout_ms)));
     // A batch's jobs all listen on this one signal.
-    setMaxListeners(0, controller.signal);
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        controller.abort();
-        reject(new Error(`job timed out after ${timeoutMs} ms`));
-      }, timeoutMs);
-    });
-    deadline.catch(() => {});
+    setMaxListeners(0, signal);
     const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));
     try {
       const results = await Promise.race([
         handler.handleBatch(
-          jobs.map((job) => ({ job, payload: fromJsonColumn(job.payload, {}), signal: controller.signal })),
-          controller.signal,
+          jobs.map((job) => ({ job, payload: fromJsonColumn(job.payload, {}), signal })),
+          signal,
         ),
         deadline,
       ]).catch((error: unknown) => jobs.map(() => Promise.resolve<JobResult>({ error: asError(error) })));
@@ -478,7 +480,7 @@ export class Worker implements LocalTaker {
         }),
       );
     } finally {
-      clearTimeout(timer);
+      clear();
     }
   }
 
