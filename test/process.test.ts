@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { freePort } from "./ports.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const children: ChildProcess[] = [];
@@ -13,14 +13,6 @@ afterEach(() => {
   for (const child of children.splice(0)) child.kill("SIGKILL");
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Runs the CLI (src/main.ts, through tsx) as a real process with the given environment (SQLite in a temp dir). */
 function runPlinth(env: Record<string, string>, args: string[] = []) {
