@@ -1,12 +1,17 @@
-import type { Dialect } from "./database.ts";
+import { CompiledQuery, type Insertable, type RawBuilder, type SqlBool, sql } from "kysely";
+import type { Db, Dialect } from "./database.ts";
+import type { Database } from "./schema.ts";
 
 /*
  * SQLite keeps prepared statements by their text (see `withStatementCache`), and a multi-row
  * insert or an `IN` list has a different text for every length, so under load the cache fills
  * with one-off statements and SQLite parses and plans most of them anew. On SQLite these helpers
  * keep lengths to powers of two: a statement comes in a handful of shapes, each prepared once.
- * PostgreSQL prepares nothing by text here, and a statement more is a round trip more, so there
- * they only cut to the maximum.
+ *
+ * PostgreSQL parses and plans every statement it is sent, and a list of n values is n parameters
+ * for the driver to encode and the server to parse: there a list is one array parameter
+ * (`= any($1)`) and a batch of rows one JSON parameter, so a statement costs about the same
+ * whatever it carries.
  */
 
 function largestPowerOfTwoAtMost(n: number): number {
@@ -33,4 +38,64 @@ export function inList<T>(dialect: Dialect, values: readonly T[]): T[] {
   const last = values[values.length - 1] as T;
   while (padded.length < length) padded.push(last);
   return padded;
+}
+
+/** `column IN (values)`: on PostgreSQL `column = any($1)`, the values in one array parameter. */
+export function oneOf(dialect: Dialect, column: string, values: readonly string[]): RawBuilder<SqlBool> {
+  if (dialect === "postgres") return sql<SqlBool>`${sql.ref(column)} = any(${values}::text[])`;
+  return sql<SqlBool>`${sql.ref(column)} in (${sql.join(inList(dialect, values))})`;
+}
+
+interface InsertOptions {
+  /** `on conflict (column) do nothing`, with the partial index's condition when it has one. */
+  skipConflictOn?: string;
+  /** The ids of the rows inserted (those not skipped). */
+  returningIds?: boolean;
+}
+
+const INSERT_CHUNK = 100;
+const insertTexts = new Map<string, string>();
+
+/**
+ * Inserts `rows` (all with the same columns) of `table`: on SQLite in power-of-two chunks, on
+ * PostgreSQL in one statement whose rows are one JSON parameter (`json_populate_recordset`).
+ * Returns the ids inserted when asked (else an empty list).
+ */
+export async function insertRows<T extends keyof Database & string>(
+  db: Db,
+  dialect: Dialect,
+  table: T,
+  rows: ReadonlyArray<Insertable<Database[T]>>,
+  options: InsertOptions = {},
+): Promise<string[]> {
+  const first = rows[0];
+  if (first === undefined) return [];
+  const ids: string[] = [];
+  if (dialect === "postgres") {
+    const columns = Object.keys(first);
+    const key = JSON.stringify([table, columns, options]);
+    let text = insertTexts.get(key);
+    if (text === undefined) {
+      const list = columns.map((column) => `"${column}"`).join(", ");
+      text =
+        `insert into "${table}" (${list}) select ${list} from json_populate_recordset(null::"${table}", $1)` +
+        (options.skipConflictOn ? ` on conflict ("${options.skipConflictOn}") do nothing` : "") +
+        (options.returningIds ? ` returning "id"` : "");
+      insertTexts.set(key, text);
+    }
+    const result = await db.executeQuery<{ id: string }>(CompiledQuery.raw(text, [JSON.stringify(rows)]));
+    for (const row of result.rows) ids.push(row.id);
+    return ids;
+  }
+  for (const chunk of chunked(dialect, rows, INSERT_CHUNK)) {
+    // biome-ignore lint/suspicious/noExplicitAny: Kysely cannot follow a generic table's row type
+    let query = db.insertInto(table).values(chunk as any);
+    const conflict = options.skipConflictOn;
+    // biome-ignore lint/suspicious/noExplicitAny: as above
+    if (conflict) query = query.onConflict((oc) => oc.column(conflict as any).doNothing());
+    if (!options.returningIds) await query.execute();
+    // biome-ignore lint/suspicious/noExplicitAny: as above
+    else for (const row of await query.returning("id" as any).execute()) ids.push((row as { id: string }).id);
+  }
+  return ids;
 }

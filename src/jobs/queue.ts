@@ -2,7 +2,7 @@ import { type Selectable, sql } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Db, Dialect } from "../db/database.ts";
 import type { JobsTable } from "../db/schema.ts";
-import { chunked } from "../db/shapes.ts";
+import { insertRows } from "../db/shapes.ts";
 import { newId } from "../lib/ids.ts";
 import { toJsonColumn } from "../lib/json.ts";
 
@@ -30,7 +30,6 @@ export interface JobSpec {
 export const DEFAULT_MAX_ATTEMPTS = 10;
 /** A lease outlives the job's timeout by this much, so a slow but live worker keeps its job. */
 export const LEASE_MARGIN_MS = 5_000;
-const INSERT_CHUNK = 500;
 
 export type Job = Selectable<JobsTable>;
 
@@ -157,16 +156,15 @@ export class JobQueue {
         });
       }
     }
-    const inserted = new Set<string>();
+    let inserted: Set<string>;
     try {
-      for (const chunk of chunked(this.dialect, rows, INSERT_CHUNK)) {
-        const query = db
-          .insertInto("jobs")
-          .values(chunk)
-          .onConflict((oc) => oc.column("idempotency_key").doNothing());
-        if (taken.size === 0) await query.execute();
-        else for (const { id } of await query.returning("id").execute()) inserted.add(id);
-      }
+      // Only keyed jobs need the conflict check (a speculative insert, dearer than a plain one).
+      const keyed = rows.some((row) => row.idempotency_key !== null);
+      const ids = await insertRows(db, this.dialect, "jobs", rows, {
+        ...(keyed ? { skipConflictOn: "idempotency_key" } : {}),
+        returningIds: taken.size > 0,
+      });
+      inserted = new Set(ids);
     } catch (error) {
       // Nothing of this call is ours to run: give the room back.
       if (taker) for (const [kind, mine] of taken) taker.release(kind, mine.length);

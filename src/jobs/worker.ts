@@ -3,7 +3,7 @@ import type { UpdateQueryBuilder, UpdateResult } from "kysely";
 import pg from "pg";
 import type { Db } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
-import { inList } from "../db/shapes.ts";
+import { oneOf } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
@@ -57,6 +57,12 @@ export interface BatchJobHandler {
    * their transaction committed, as a rolled-back one left nothing to find.
    */
   findsOwnRows?: boolean;
+  /**
+   * True when the handler's own rows are the record of each job (a delivery and its attempts):
+   * a succeeded job's row is then deleted at once instead of kept a day, which spares the queue
+   * a row version and its index entries per job.
+   */
+  forgetsSucceeded?: boolean;
   /** Writes the `data` of jobs finished together, in the transaction that settles them. */
   record?(trx: Db, data: unknown[]): Promise<void>;
   backoffBaseMs?: number;
@@ -350,7 +356,7 @@ export class Worker implements LocalTaker {
             lease_until: new Date(now.getTime() + timeoutMs + LEASE_MARGIN_MS).toISOString(),
             updated_at: at,
           }))
-          .where("id", "in", inList(this.deps.dialect, ids))
+          .where(oneOf(this.deps.dialect, "id", ids))
           .returningAll()
           .execute();
         claimed.push(...rows);
@@ -606,15 +612,33 @@ export class Worker implements LocalTaker {
   private async settleAll(db: Db, jobs: Job[], outcomes: Outcome[]): Promise<void> {
     const now = this.deps.clock.now();
     const at = now.toISOString();
-    const held = (query: UpdateJobs) => query.where("locked_by", "=", this.id).where("status", "=", "running");
-    const succeeded = jobs.filter((_, i) => outcomes[i]?.status === "succeeded").map((job) => job.id);
+    // A job this worker holds is `running` under its lease, and `locked_by` alone says so: a claim
+    // sets it with the status, and every settle and release clears it. Matching on `status` as
+    // well would invite the planner to the (status, kind, run_at) index, whose `running` entries
+    // include every job finished since the last VACUUM.
+    const held = (query: UpdateJobs) => query.where("locked_by", "=", this.id);
+    const forgotten: string[] = [];
+    const succeeded: string[] = [];
+    for (const [i, job] of jobs.entries()) {
+      if (outcomes[i]?.status !== "succeeded") continue;
+      const handler = this.handlers[job.kind];
+      (handler && isBatchHandler(handler) && handler.forgetsSucceeded ? forgotten : succeeded).push(job.id);
+    }
     let lost = 0;
+    if (forgotten.length > 0) {
+      const result = await db
+        .deleteFrom("jobs")
+        .where(oneOf(this.deps.dialect, "id", forgotten))
+        .where("locked_by", "=", this.id)
+        .executeTakeFirst();
+      lost += forgotten.length - Number(result.numDeletedRows);
+    }
     if (succeeded.length > 0) {
       const result = await held(
         db
           .updateTable("jobs")
           .set({ status: "succeeded", lease_until: null, locked_by: null, updated_at: at, finished_at: at })
-          .where("id", "in", inList(this.deps.dialect, succeeded)),
+          .where(oneOf(this.deps.dialect, "id", succeeded)),
       ).executeTakeFirst();
       lost += succeeded.length - Number(result.numUpdatedRows);
     }

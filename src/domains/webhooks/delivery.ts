@@ -1,7 +1,7 @@
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
-import { chunked, inList } from "../../db/shapes.ts";
+import { chunked, insertRows, oneOf } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, JobResult, JobRun, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
@@ -156,7 +156,6 @@ interface Sent {
 }
 
 const LOAD_CHUNK = 500;
-const INSERT_CHUNK = 100;
 
 async function loadDeliveries(deps: Deps, ids: string[]): Promise<Map<string, Delivery>> {
   const found = new Map<string, Delivery>();
@@ -165,7 +164,7 @@ async function loadDeliveries(deps: Deps, ids: string[]): Promise<Map<string, De
     const rows = await deps.db
       .selectFrom("webhook_deliveries")
       .selectAll()
-      .where("id", "in", inList(deps.dialect, chunk))
+      .where(oneOf(deps.dialect, "id", chunk))
       .execute();
     for (const row of rows) found.set(row.id, row);
   }
@@ -245,7 +244,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     await trx
       .updateTable("webhook_deliveries")
       .set({ status: "skipped", updated_at: at })
-      .where("id", "in", inList(deps.dialect, skipped))
+      .where(oneOf(deps.dialect, "id", skipped))
       .execute();
   }
   if (sent.length === 0) return;
@@ -260,9 +259,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     request_headers: toJsonColumn(s.headers),
     created_at: at,
   }));
-  for (const chunk of chunked(deps.dialect, attempts, INSERT_CHUNK)) {
-    await trx.insertInto("webhook_attempts").values(chunk).execute();
-  }
+  await insertRows(trx, deps.dialect, "webhook_attempts", attempts);
   const groups = new Map<string, { s: Sent; ids: string[] }>();
   for (const s of sent) {
     const key = JSON.stringify([s.status, s.response.statusCode, s.error]);
@@ -280,7 +277,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
         last_error: s.error,
         updated_at: at,
       }))
-      .where("id", "in", inList(deps.dialect, ids))
+      .where(oneOf(deps.dialect, "id", ids))
       .execute();
   }
   // Breakers: the counter as read, moved attempt by attempt, so exactly the attempt that takes it
@@ -416,6 +413,8 @@ export function deliveryJobs(deps: Deps) {
       maxInFlight: deps.config.webhookConcurrency,
       // A delivery is inserted in the transaction that enqueues its job: no row, nothing sent.
       findsOwnRows: true,
+      // The delivery and its attempts are the record; the job's row goes once it has succeeded.
+      forgetsSucceeded: true,
       backoffBaseMs: deps.config.webhookBackoffBaseMs,
       async handleBatch(runs, signal) {
         const attempts = await startAttempts(

@@ -1,7 +1,7 @@
 import type { Selectable } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
-import { chunked, inList } from "../../db/shapes.ts";
+import { insertRows, oneOf } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { derivedId, newId } from "../../lib/ids.ts";
@@ -65,7 +65,10 @@ export interface DispatcherOptions {
 
 /** Deletes dispatched events from an outbox. */
 export async function clearOutbox(db: WorkspaceDb, dialect: Dialect, eventIds: string[]): Promise<void> {
-  await db.deleteFrom("events").where("id", "in", inList(dialect, eventIds)).execute();
+  await db
+    .deleteFrom("events")
+    .where(oneOf(dialect, "id", eventIds))
+    .execute();
 }
 
 /**
@@ -228,21 +231,19 @@ export class WorkspaceDispatcher {
     // Through the queue's transaction: on PostgreSQL this process's worker gets the new jobs
     // after the commit, without claiming them.
     await deps.jobs.transaction(deps.db, async (trx) => {
-      for (const chunk of chunked(deps.dialect, rows, 200)) {
-        await trx
-          .insertInto("webhook_deliveries")
-          .values(chunk)
-          .onConflict((oc) => oc.column("id").doNothing())
-          .execute();
-      }
+      // A delivery that exists already (the event was dispatched before) has its job already:
+      // only the deliveries inserted now get one.
+      const added = await insertRows(trx, deps.dialect, "webhook_deliveries", rows, {
+        skipConflictOn: "id",
+        returningIds: true,
+      });
       await deps.jobs.enqueue(
         trx,
-        ...rows.map((row) => ({
+        ...added.map((deliveryId) => ({
           kind: "webhook.deliver",
-          payload: { deliveryId: row.id },
+          payload: { deliveryId },
           maxAttempts: deps.config.webhookMaxAttempts,
           timeoutMs: deps.config.webhookTimeoutMs + 5_000,
-          idempotencyKey: row.id,
         })),
       );
     });
