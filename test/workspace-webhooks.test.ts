@@ -723,6 +723,9 @@ describe("workspace webhooks", () => {
         expect(body.deliveredAt).toMatch(ISO_INSTANT);
         expect(request.headers["x-service-event"]).toBe("items:articles:created");
         expect(request.headers["content-type"]).toBe("application/json");
+        // Compact JSON with its keys in this order, whether the hook projects or takes the whole row.
+        const { channel, event, data, deliveredAt } = body;
+        expect(request.body).toBe(JSON.stringify({ channel, event, data, deliveredAt }));
       }
     });
 

@@ -5,7 +5,7 @@ import { jobs } from "./migrations/0002-jobs.ts";
 import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
 import { workspaceDispatch } from "./migrations/0004-workspace-dispatch.ts";
 import { jobKinds } from "./migrations/0005-job-kinds.ts";
-import { deliveryFillfactor } from "./migrations/0006-delivery-fillfactor.ts";
+import { leanDeliveries } from "./migrations/0006-lean-deliveries.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -15,7 +15,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0003-projects-webhooks": projectsAndWebhooks(),
     "0004-workspace-dispatch": workspaceDispatch(),
     "0005-job-kinds": jobKinds(),
-    "0006-delivery-fillfactor": deliveryFillfactor(dialect),
+    "0006-lean-deliveries": leanDeliveries(dialect),
   };
 }
 

@@ -1,4 +1,4 @@
-import { CompiledQuery, type Insertable, type RawBuilder, type SqlBool, sql } from "kysely";
+import { CompiledQuery, type Insertable, type Kysely, type RawBuilder, type SqlBool, sql } from "kysely";
 import type { Db, Dialect } from "./database.ts";
 import type { Database } from "./schema.ts";
 
@@ -47,7 +47,10 @@ export function oneOf(dialect: Dialect, column: string, values: readonly string[
 }
 
 interface InsertOptions {
-  /** `on conflict (column) do nothing`, with the partial index's condition when it has one. */
+  /**
+   * `on conflict (column) where column is not null do nothing`: the condition lets the unique
+   * index be partial (a null never conflicts anyway).
+   */
   skipConflictOn?: string;
   /** The ids of the rows inserted (those not skipped). */
   returningIds?: boolean;
@@ -79,7 +82,9 @@ export async function insertRows<T extends keyof Database & string>(
       const list = columns.map((column) => `"${column}"`).join(", ");
       text =
         `insert into "${table}" (${list}) select ${list} from json_populate_recordset(null::"${table}", $1)` +
-        (options.skipConflictOn ? ` on conflict ("${options.skipConflictOn}") do nothing` : "") +
+        (options.skipConflictOn
+          ? ` on conflict ("${options.skipConflictOn}") where "${options.skipConflictOn}" is not null do nothing`
+          : "") +
         (options.returningIds ? ` returning "id"` : "");
       insertTexts.set(key, text);
     }
@@ -87,15 +92,15 @@ export async function insertRows<T extends keyof Database & string>(
     for (const row of result.rows) ids.push(row.id);
     return ids;
   }
+  // Kysely cannot follow a generic table's row type: the rows were checked against it above.
+  // biome-ignore lint/suspicious/noExplicitAny: see above
+  const untyped = db as unknown as Kysely<any>;
+  const conflict = options.skipConflictOn;
   for (const chunk of chunked(dialect, rows, INSERT_CHUNK)) {
-    // biome-ignore lint/suspicious/noExplicitAny: Kysely cannot follow a generic table's row type
-    let query = db.insertInto(table).values(chunk as any);
-    const conflict = options.skipConflictOn;
-    // biome-ignore lint/suspicious/noExplicitAny: as above
-    if (conflict) query = query.onConflict((oc) => oc.column(conflict as any).doNothing());
+    let query = untyped.insertInto(table).values(chunk);
+    if (conflict) query = query.onConflict((oc) => oc.column(conflict).where(conflict, "is not", null).doNothing());
     if (!options.returningIds) await query.execute();
-    // biome-ignore lint/suspicious/noExplicitAny: as above
-    else for (const row of await query.returning("id" as any).execute()) ids.push((row as { id: string }).id);
+    else for (const row of await query.returning("id").execute()) ids.push(row.id);
   }
   return ids;
 }

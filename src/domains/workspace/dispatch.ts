@@ -193,21 +193,36 @@ export class WorkspaceDispatcher {
       .where("active", "=", 1)
       .execute();
     if (hooks.length === 0) return;
-    const now = deps.clock.now();
-    const at = now.toISOString();
+    const at = deps.clock.now().toISOString();
+    const targets = hooks.map((hook) => ({
+      hook,
+      patterns: fromJsonColumn<string[]>(hook.events, []),
+      fields: fromJsonColumn<string[] | null>(hook.payload_fields, null),
+    }));
     const rows: Selectable<WebhookDeliveriesTable>[] = [];
     for (const event of events) {
       const name = `${event.channel}:${event.event}`;
-      const data = fromJsonColumn<unknown>(event.data as string, null);
-      for (const hook of hooks) {
-        if (!matchesAnyPattern(fromJsonColumn<string[]>(hook.events, []), name)) continue;
+      // The body for hooks that take the whole row, shared by them: the outbox holds the data as
+      // JSON.stringify wrote it, so it goes in as it is (the bytes JSON.stringify would write).
+      let whole: string | undefined;
+      let data: unknown;
+      for (const { hook, patterns, fields } of targets) {
+        if (!matchesAnyPattern(patterns, name)) continue;
         const id = deliveryIdFor(event as { id: string; created_at: string }, hook.id);
-        const body = JSON.stringify({
-          channel: event.channel,
-          event: event.event,
-          data: projectPayload(data, fromJsonColumn<string[] | null>(hook.payload_fields, null)),
-          deliveredAt: at,
-        });
+        let body: string;
+        if (fields && fields.length > 0) {
+          body = JSON.stringify({
+            channel: event.channel,
+            event: event.event,
+            data: projectPayload((data ??= fromJsonColumn<unknown>(event.data as string, null)), fields),
+            deliveredAt: at,
+          });
+        } else {
+          whole ??=
+            `{"channel":${JSON.stringify(event.channel)},"event":${JSON.stringify(event.event)},` +
+            `"data":${event.data as string},"deliveredAt":${JSON.stringify(at)}}`;
+          body = whole;
+        }
         rows.push({
           id,
           org_id: project.org_id,
