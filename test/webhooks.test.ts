@@ -1027,6 +1027,18 @@ describe("retries", () => {
     expect(delivery.attempts[1].responseBody).toBe("receiver answered 200");
   });
 
+  it("records a response body holding NUL characters (PostgreSQL text cannot), and sends once", async () => {
+    const org = await freshOrg();
+    const receiver = await startScriptedReceiver([{ status: 200, body: "ok\u0000then\u0000more" }], 200);
+    const { webhook } = await createHook(app, org, receiver.url, ["member.invited"]);
+    await invite(app, org);
+    const delivery = await settledDelivery(app, org, webhook.id, "member.invited");
+    expect(delivery).toMatchObject({ status: "succeeded", attemptCount: 1, lastStatusCode: 200 });
+    expect(delivery.attempts[0].responseBody).toBe("ok\uFFFDthen\uFFFDmore");
+    await sleep(200);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
   it("does not follow a redirect: a 3xx is a failed attempt", async () => {
     const org = await freshOrg();
     const receiver = await startScriptedReceiver([], 200);

@@ -63,8 +63,18 @@ function describeError(error: unknown): string {
   return String(error);
 }
 
-/** Decodes at most `maxBytes` bytes as UTF-8 without leaving a broken character at the end. */
+/**
+ * Decodes at most `maxBytes` bytes as UTF-8 without leaving a broken character at the end. A NUL
+ * becomes U+FFFD, as bytes that are not text do: PostgreSQL's text cannot hold it, and a body
+ * that could not be recorded would fail its attempt and be sent again.
+ */
 function decodeUtf8Prefix(bytes: Buffer, maxBytes: number): string {
+  const text = decodeUtf8PrefixAsIs(bytes, maxBytes);
+  if (!text.includes("\0")) return text;
+  return decodeUtf8PrefixAsIs(Buffer.from(text.replaceAll("\0", "\uFFFD")), maxBytes);
+}
+
+function decodeUtf8PrefixAsIs(bytes: Buffer, maxBytes: number): string {
   // Most receivers answer in ASCII ("ok", JSON), where bytes and characters are the same.
   if (isAscii(bytes)) return bytes.toString("latin1", 0, Math.min(bytes.length, maxBytes));
   // `stream: true` holds back an incomplete trailing sequence instead of turning it into U+FFFD.

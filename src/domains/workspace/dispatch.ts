@@ -205,16 +205,17 @@ export class WorkspaceDispatcher {
       // The body for hooks that take the whole row, shared by them: the outbox holds the data as
       // JSON.stringify wrote it, so it goes in as it is (the bytes JSON.stringify would write).
       let whole: string | undefined;
-      let data: unknown;
+      let data: { value: unknown } | undefined;
       for (const { hook, patterns, fields } of targets) {
         if (!matchesAnyPattern(patterns, name)) continue;
         const id = deliveryIdFor(event as { id: string; created_at: string }, hook.id);
         let body: string;
         if (fields && fields.length > 0) {
+          data ??= { value: fromJsonColumn<unknown>(event.data as string, null) };
           body = JSON.stringify({
             channel: event.channel,
             event: event.event,
-            data: projectPayload((data ??= fromJsonColumn<unknown>(event.data as string, null)), fields),
+            data: projectPayload(data.value, fields),
             deliveredAt: at,
           });
         } else {
