@@ -232,6 +232,11 @@ function renderError(error: Error, c: Context<AppEnv>, deps: Deps): Response {
       return c.json(errorBody(code, message || "malformed request"), status);
     }
   }
+  // Text PostgreSQL cannot store (a NUL character) that came in other than through a validated
+  // body, query or path parameter, which refuse it with the field named.
+  if ((error as { code?: unknown }).code === "22021") {
+    return c.json(errorBody("VALIDATION", "validation failed: text must not contain the NUL character (U+0000)"), 422);
+  }
   (c.get("log") ?? deps.log).error({ err: error, requestId: c.get("requestId") }, "unhandled error");
   return c.json(errorBody("INTERNAL", "internal error"), 500);
 }

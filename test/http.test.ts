@@ -80,6 +80,36 @@ describe("error envelope", () => {
     for (const detail of res.body.error.details) expect(detail.message).toEqual(expect.any(String));
   });
 
+  // PostgreSQL's text cannot hold U+0000: both databases refuse it up front, naming the field,
+  // rather than one storing it and the other failing with a 500.
+  it("answers text with a NUL character in a body, query or path parameter with 422 naming it", async () => {
+    const nul = "a\u0000b";
+    const created = await call(app, "POST", "/org", { cookie: owner.cookie, body: { name: nul } });
+    expect(created.status).toBe(422);
+    expect(created.body.error.details).toEqual([{ path: "name", message: expect.stringContaining("U+0000") }]);
+
+    const patched = await call(app, "PATCH", `/org/${slug}`, { cookie: owner.cookie, body: { name: nul } });
+    expect(patched.status).toBe(422);
+    expect(patched.body.error.details[0].path).toBe("name");
+
+    const hook = await call(app, "POST", `/org/${slug}/webhooks`, {
+      cookie: owner.cookie,
+      body: { url: `https://example.com/${nul}`, events: ["*"] },
+    });
+    expect(hook.status).toBe(422);
+    expect(hook.body.error.details[0].path).toBe("url");
+
+    const audit = await call(app, "GET", `/org/${slug}/audit?action=${encodeURIComponent(nul)}`, {
+      cookie: owner.cookie,
+    });
+    expect(audit.status).toBe(422);
+    expect(audit.body.error.details[0].path).toBe("action");
+
+    // Nothing was stored.
+    const orgs = await call(app, "GET", "/orgs", { cookie: owner.cookie });
+    expect(orgs.body.orgs.map((org: { name: string }) => org.name)).toEqual(["Conventions"]);
+  });
+
   it("answers a body over 1 MiB with 413 PAYLOAD_TOO_LARGE", async () => {
     const res = await call(app, "PATCH", "/account", {
       cookie: owner.cookie,

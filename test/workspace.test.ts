@@ -150,6 +150,19 @@ describe("workspace runtime", () => {
     expect(res.body.error.details[0].path).toBe("headers.X-Service-Signature");
   });
 
+  it("refuses item data holding a NUL character, in a value or a key, with 422 naming where", async () => {
+    expect((await ws("POST", "/collections", { token: adminToken, body: { slug: "nul_probe" } })).status).toBe(201);
+    const inValue = await ws("POST", "/items/nul_probe", {
+      token: adminToken,
+      body: { title: "fine", meta: { tags: ["ok", "a\u0000b"] } },
+    });
+    expect(inValue.status).toBe(422);
+    expect(inValue.body.error.details).toEqual([{ path: "meta.tags.1", message: expect.stringContaining("U+0000") }]);
+    const inKey = await ws("POST", "/items/nul_probe", { token: adminToken, body: { "a\u0000b": 1 } });
+    expect(inKey.status).toBe(422);
+    expect((await ws("GET", "/items/nul_probe", { token: adminToken })).body.items).toEqual([]);
+  });
+
   it("answers 409 while the project is paused", async () => {
     expect((await call(app, "POST", `/org/${slug}/projects/shop/pause`, { cookie: owner.cookie })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(409);

@@ -10,11 +10,38 @@ export function toFieldIssues(error: z.ZodError, target: string): FieldIssue[] {
   }));
 }
 
-/** A router whose request validation failures become 422 VALIDATION envelopes. */
+const NUL_MESSAGE = "must not contain the NUL character (U+0000)";
+
+/**
+ * Where `value` holds U+0000, in a string or a key: PostgreSQL's text cannot store it, so neither
+ * database takes it (the same input must not succeed on one and fail on the other).
+ */
+function nulIssues(value: unknown, path: readonly string[], target: string, issues: FieldIssue[]): void {
+  const at = (keys: readonly string[]) => (keys.length > 0 ? keys.join(".") : target === "json" ? "body" : target);
+  if (typeof value === "string") {
+    if (value.includes("\0")) issues.push({ path: at(path), message: NUL_MESSAGE });
+  } else if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) nulIssues(item, [...path, String(i)], target, issues);
+  } else if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (key.includes("\0")) issues.push({ path: at([...path, key]), message: NUL_MESSAGE });
+      else nulIssues(item, [...path, key], target, issues);
+    }
+  }
+}
+
+/**
+ * A router whose request validation failures become 422 VALIDATION envelopes, as does text with
+ * a NUL character anywhere in a body, query or path parameter.
+ */
 export function createRouter<E extends AppEnv = AppEnv>() {
   return new OpenAPIHono<E>({
     defaultHook: (result) => {
       if (!result.success) throw new ValidationError(toFieldIssues(result.error, result.target));
+      if (result.target === "header" || result.target === "cookie") return;
+      const issues: FieldIssue[] = [];
+      nulIssues(result.data, [], result.target, issues);
+      if (issues.length > 0) throw new ValidationError(issues);
     },
   });
 }
