@@ -163,6 +163,30 @@ describe("workspace runtime", () => {
     expect((await ws("GET", "/items/nul_probe", { token: adminToken })).body.items).toEqual([]);
   });
 
+  it("takes item data nested 64 levels deep and refuses deeper with 422, however deep", async () => {
+    expect((await ws("POST", "/collections", { token: adminToken, body: { slug: "deep_probe" } })).status).toBe(201);
+    // The body object is level 1; `arrays` more levels under its key "deep".
+    const nested = (arrays: number) => `{"deep":${"[".repeat(arrays)}${"]".repeat(arrays)}}`;
+    const post = async (raw: string) => {
+      const response = await fetch(`${app.url}/w/${projectId}/api/items/deep_probe`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: raw,
+      });
+      return {
+        status: response.status,
+        body: (await response.json()) as { error: { details: { message: string }[] } },
+      };
+    };
+    expect((await post(nested(63))).status).toBe(201);
+    for (const arrays of [64, 100_000]) {
+      const refused = await post(nested(arrays));
+      expect(refused.status).toBe(422);
+      expect(refused.body.error.details[0]?.message).toContain("64 levels");
+    }
+    expect((await ws("GET", "/items/deep_probe", { token: adminToken })).body.items).toHaveLength(1);
+  });
+
   it("answers 409 while the project is paused", async () => {
     expect((await call(app, "POST", `/org/${slug}/projects/shop/pause`, { cookie: owner.cookie })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(409);

@@ -11,28 +11,38 @@ export function toFieldIssues(error: z.ZodError, target: string): FieldIssue[] {
 }
 
 const NUL_MESSAGE = "must not contain the NUL character (U+0000)";
+/** Deepest nesting of arrays and objects a request may send (items' data included). */
+export const MAX_JSON_DEPTH = 64;
 
 /**
- * Where `value` holds U+0000, in a string or a key: PostgreSQL's text cannot store it, so neither
- * database takes it (the same input must not succeed on one and fail on the other).
+ * Where `value` holds U+0000, in a string or a key (PostgreSQL's text cannot store it, so neither
+ * database takes it: the same input must not succeed on one and fail on the other), and where it
+ * nests deeper than MAX_JSON_DEPTH (which would overflow the stack of whatever walks it next).
  */
-function nulIssues(value: unknown, path: readonly string[], target: string, issues: FieldIssue[]): void {
+function inputIssues(value: unknown, path: readonly string[], target: string, issues: FieldIssue[]): void {
   const at = (keys: readonly string[]) => (keys.length > 0 ? keys.join(".") : target === "json" ? "body" : target);
   if (typeof value === "string") {
     if (value.includes("\0")) issues.push({ path: at(path), message: NUL_MESSAGE });
-  } else if (Array.isArray(value)) {
-    for (const [i, item] of value.entries()) nulIssues(item, [...path, String(i)], target, issues);
-  } else if (typeof value === "object" && value !== null) {
-    for (const [key, item] of Object.entries(value)) {
-      if (key.includes("\0")) issues.push({ path: at([...path, key]), message: NUL_MESSAGE });
-      else nulIssues(item, [...path, key], target, issues);
-    }
+    return;
+  }
+  if (typeof value !== "object" || value === null) return;
+  if (path.length >= MAX_JSON_DEPTH) {
+    issues.push({ path: at(path), message: `must not nest arrays and objects deeper than ${MAX_JSON_DEPTH} levels` });
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) inputIssues(item, [...path, String(i)], target, issues);
+    return;
+  }
+  for (const [key, item] of Object.entries(value)) {
+    if (key.includes("\0")) issues.push({ path: at([...path, key]), message: NUL_MESSAGE });
+    else inputIssues(item, [...path, key], target, issues);
   }
 }
 
 /**
- * A router whose request validation failures become 422 VALIDATION envelopes, as does text with
- * a NUL character anywhere in a body, query or path parameter.
+ * A router whose request validation failures become 422 VALIDATION envelopes, as do text with a
+ * NUL character anywhere in a body, query or path parameter, and a body nested too deep.
  */
 export function createRouter<E extends AppEnv = AppEnv>() {
   return new OpenAPIHono<E>({
@@ -40,7 +50,7 @@ export function createRouter<E extends AppEnv = AppEnv>() {
       if (!result.success) throw new ValidationError(toFieldIssues(result.error, result.target));
       if (result.target === "header" || result.target === "cookie") return;
       const issues: FieldIssue[] = [];
-      nulIssues(result.data, [], result.target, issues);
+      inputIssues(result.data, [], result.target, issues);
       if (issues.length > 0) throw new ValidationError(issues);
     },
   });
