@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../src/db/database.ts";
 import type { Deps } from "../src/deps.ts";
@@ -65,6 +66,18 @@ describe("enqueue", () => {
       await deps.jobs.enqueue(deps.db, { kind: "test.noop", payload: { i }, idempotencyKey: "once" });
     }
     expect((await onlyJob()).payload).toBe('{"i":0}');
+  });
+
+  it("keeps idempotency keys unique by a plain index: an older process's enqueue still works", async () => {
+    // During a rolling upgrade, processes of the previous release enqueue with
+    // `on conflict (idempotency_key) do nothing`, which PostgreSQL cannot match to a partial index.
+    const at = new Date().toISOString();
+    for (const id of ["job_old_release_1", "job_old_release_2"]) {
+      await sql`insert into jobs (id, kind, payload, status, attempts, max_attempts, timeout_ms, run_at, idempotency_key, created_at, updated_at)
+        values (${id}, 'test.noop', '{}', 'pending', 0, 1, 1000, ${at}, 'old-release', ${at}, ${at})
+        on conflict (idempotency_key) do nothing`.execute(deps.db);
+    }
+    expect((await onlyJob()).id).toBe("job_old_release_1");
   });
 });
 

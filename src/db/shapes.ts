@@ -47,10 +47,7 @@ export function oneOf(dialect: Dialect, column: string, values: readonly string[
 }
 
 interface InsertOptions {
-  /**
-   * `on conflict (column) where column is not null do nothing`: the condition lets the unique
-   * index be partial (a null never conflicts anyway).
-   */
+  /** `on conflict (column) do nothing`. */
   skipConflictOn?: string;
   /** The ids of the rows inserted (those not skipped). */
   returningIds?: boolean;
@@ -82,9 +79,7 @@ export async function insertRows<T extends keyof Database & string>(
       const list = columns.map((column) => `"${column}"`).join(", ");
       text =
         `insert into "${table}" (${list}) select ${list} from json_populate_recordset(null::"${table}", $1)` +
-        (options.skipConflictOn
-          ? ` on conflict ("${options.skipConflictOn}") where "${options.skipConflictOn}" is not null do nothing`
-          : "") +
+        (options.skipConflictOn ? ` on conflict ("${options.skipConflictOn}") do nothing` : "") +
         (options.returningIds ? ` returning "id"` : "");
       insertTexts.set(key, text);
     }
@@ -98,7 +93,7 @@ export async function insertRows<T extends keyof Database & string>(
   const conflict = options.skipConflictOn;
   for (const chunk of chunked(dialect, rows, INSERT_CHUNK)) {
     let query = untyped.insertInto(table).values(chunk);
-    if (conflict) query = query.onConflict((oc) => oc.column(conflict).where(conflict, "is not", null).doNothing());
+    if (conflict) query = query.onConflict((oc) => oc.column(conflict).doNothing());
     if (!options.returningIds) await query.execute();
     else for (const row of await query.returning("id").execute()) ids.push(row.id);
   }
