@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
+import { dropWorkspace, workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
 import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
@@ -507,6 +507,35 @@ describe("dispatching an event again", () => {
       expect(attempts).toEqual([{ attempt: 1 }]);
     } finally {
       await dispatcher.settle();
+      await databases.closeAll();
+    }
+  });
+});
+
+describe("open workspace databases", () => {
+  it("forget a SQLite workspace whose file was removed (a purge, by any process)", async () => {
+    const { deps } = app.server;
+    const created = await call(app, "POST", `/org/${slug}/projects`, {
+      cookie: owner.cookie,
+      body: { name: "Purged" },
+    });
+    expect(created.status).toBe(201);
+    const id: string = created.body.project.id;
+    await until("the project to be provisioned", async () => {
+      const res = await call(app, "GET", `/org/${slug}/projects/purged`, { cookie: owner.cookie });
+      return res.body.project.status === "active";
+    });
+    const databases = new WorkspaceDatabases(deps, 4);
+    try {
+      expect(databases.get(id)).not.toBeNull();
+      await dropWorkspace(deps, id);
+      databases.forgetVanished();
+      // On SQLite the handle is gone with the file; a PostgreSQL schema costs nothing to keep.
+      if (deps.dialect === "sqlite") expect(databases.get(id)).toBeNull();
+      expect(databases.get(projectId)).not.toBeNull();
+      databases.forgetVanished();
+      expect(databases.get(projectId)).not.toBeNull();
+    } finally {
       await databases.closeAll();
     }
   });

@@ -10,6 +10,8 @@ export type WorkspaceDb = Kysely<any>;
 
 /** How long an evicted SQLite workspace stays open, so requests still using it can finish. */
 const CLOSE_DELAY_MS = 10_000;
+/** How often open SQLite workspaces are checked for files removed underneath them (a purge). */
+const VANISHED_CHECK_MS = 60_000;
 
 /**
  * Open workspace databases, least recently used first out, so one process can serve thousands
@@ -18,11 +20,19 @@ const CLOSE_DELAY_MS = 10_000;
  */
 export class WorkspaceDatabases {
   private readonly open = new Map<string, WorkspaceDb>();
+  private readonly vanishedCheck: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly deps: Deps,
     private readonly capacity: number,
-  ) {}
+  ) {
+    // A purge (by whichever process runs it) removes the file; a handle kept open would hold on
+    // to its disk space until evicted, which a quiet instance may never do.
+    if (deps.dialect === "sqlite") {
+      this.vanishedCheck = setInterval(() => this.forgetVanished(), VANISHED_CHECK_MS);
+      this.vanishedCheck.unref();
+    }
+  }
 
   /** The workspace's database, or null when it has none (never provisioned, or purged). */
   get(projectId: string): WorkspaceDb | null {
@@ -48,7 +58,15 @@ export class WorkspaceDatabases {
     this.closeLater(db);
   }
 
+  /** Forgets open SQLite workspaces whose file is gone (purged). */
+  forgetVanished(): void {
+    for (const projectId of [...this.open.keys()]) {
+      if (!existsSync(workspaceFile(this.deps, projectId))) this.forget(projectId);
+    }
+  }
+
   async closeAll(): Promise<void> {
+    clearInterval(this.vanishedCheck);
     const all = [...this.open.values()];
     this.open.clear();
     if (this.deps.dialect === "sqlite") await Promise.all(all.map((db) => db.destroy()));
