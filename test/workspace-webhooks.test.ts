@@ -776,6 +776,52 @@ describe("workspace webhooks", () => {
   });
 
   describe("retries", () => {
+    it("records first-attempt successes exactly: one attempt each, the delivery succeeded, the job gone", async () => {
+      // Successes that move no breaker are recorded together (on PostgreSQL in one statement).
+      const created = await startReceiver((request) => ({
+        status: 201,
+        body: `got ${request.headers["x-service-delivery"]}`,
+      }));
+      try {
+        await alpha.collection("firsts");
+        const hook = await alpha.hook({
+          name: "firsts",
+          url: `${created.url}/firsts`,
+          events: ["items:firsts:created"],
+        });
+        await Promise.all([1, 2, 3, 4, 5, 6].map((n) => alpha.item("firsts", { n })));
+        const list = await until("six deliveries to succeed", async () => {
+          const found = await alpha.deliveries(hook.id);
+          return found.length === 6 && found.every((d) => d.status === "succeeded") ? found : undefined;
+        });
+        expect(created.requests).toHaveLength(6);
+        for (const delivery of list) {
+          expect(delivery).toMatchObject({
+            status: "succeeded",
+            attemptCount: 1,
+            lastStatusCode: 201,
+            lastError: null,
+          });
+          expect(delivery.attempts).toHaveLength(1);
+          const [attempt] = delivery.attempts;
+          expect(attempt).toMatchObject({
+            attempt: 1,
+            statusCode: 201,
+            error: null,
+            responseBody: `got ${delivery.id}`,
+          });
+          expect(Number.isInteger(attempt.latencyMs)).toBe(true);
+          expect(attempt.createdAt).toMatch(ISO_INSTANT);
+        }
+        const { db } = app.server.deps;
+        const jobs = await db.selectFrom("jobs").select("payload").where("kind", "=", "webhook.deliver").execute();
+        for (const delivery of list) expect(jobs.some((job) => String(job.payload).includes(delivery.id))).toBe(false);
+        expect(await alpha.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
+      } finally {
+        await created.close();
+      }
+    });
+
     it("retries a failing receiver until 2xx, same X-Service-Delivery, every attempt recorded (body cut to 2 KiB)", async () => {
       const big = "x".repeat(5 * 1024);
       const flaky = await startReceiver((_request, index) => ({
