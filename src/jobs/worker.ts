@@ -500,9 +500,11 @@ export class Worker implements LocalTaker {
         .selectFrom("jobs")
         .select("id")
         .where(
-          "id",
-          "in",
-          jobs.map((job) => job.id),
+          oneOf(
+            this.deps.dialect,
+            "id",
+            jobs.map((job) => job.id),
+          ),
         )
         .where("locked_by", "=", this.id)
         .execute();
