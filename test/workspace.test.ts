@@ -454,6 +454,64 @@ describe("concurrent writes", () => {
   });
 });
 
+describe("overlapping writes to one row", () => {
+  it("keep every PATCH's keys, and of deletes at once exactly one succeeds with one event", async () => {
+    await ws("POST", "/collections", { token: adminToken, body: { slug: "overlap" } });
+    const hook = await ws("POST", "/webhooks", {
+      token: adminToken,
+      body: { name: "overlap", url: `${receiver.url}/overlap`, events: ["items:overlap"] },
+    });
+    expect(hook.status).toBe(201);
+    const events = () => receiver.at("/overlap").map((r) => JSON.parse(r.body));
+    const item = (await ws("POST", "/items/overlap", { token: adminToken, body: { base: 0 } })).body.item;
+
+    // Each PATCH merges into the state the one before it left: none of the keys is lost.
+    const keys = Array.from({ length: 20 }, (_, n) => `k${n}`);
+    const patched = await Promise.all(
+      keys.map((key, n) => ws("PATCH", `/items/overlap/${item.id}`, { token: adminToken, body: { [key]: n } })),
+    );
+    expect(patched.map((r) => r.status)).toEqual(keys.map(() => 200));
+    const final = (await ws("GET", `/items/overlap/${item.id}`, { token: adminToken })).body.item;
+    for (const [n, key] of keys.entries()) expect(final[key]).toBe(n);
+    expect(final.base).toBe(0);
+
+    // Three deletes at once: one 204, two 404, and one `deleted` event carrying the last state.
+    const deletes = await Promise.all(
+      [1, 2, 3].map(() => ws("DELETE", `/items/overlap/${item.id}`, { token: adminToken })),
+    );
+    expect(deletes.map((r) => r.status).sort()).toEqual([204, 404, 404]);
+    await until("the delete's event", () => events().some((e) => e.event === "deleted"));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const deleted = events().filter((e) => e.event === "deleted");
+    expect(deleted).toHaveLength(1);
+    for (const key of keys) expect(deleted[0]?.data).toHaveProperty(key);
+    expect(events().filter((e) => e.event === "updated")).toHaveLength(keys.length);
+  });
+});
+
+describe("overlapping deletes of a user or a file", () => {
+  it("succeed once: one 204, the other 404", async () => {
+    const user = await ws("POST", "/auth/sign-up", {
+      body: { email: `twice-${Date.now()}@example.test`, password: "long-enough-pw" },
+    });
+    expect(user.status).toBe(201);
+    const users = await Promise.all(
+      [1, 2].map(() => ws("DELETE", `/users/${user.body.user.id}`, { token: adminToken })),
+    );
+    expect(users.map((r) => r.status).sort()).toEqual([204, 404]);
+
+    const upload = await fetch(`${app.url}/w/${projectId}/api/files?name=twice.txt`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+      body: "twice",
+    });
+    expect(upload.status).toBe(201);
+    const { file } = (await upload.json()) as { file: { id: string } };
+    const files = await Promise.all([1, 2].map(() => ws("DELETE", `/files/${file.id}`, { token: adminToken })));
+    expect(files.map((r) => r.status).sort()).toEqual([204, 404]);
+  });
+});
+
 describe("dispatching an event again", () => {
   it("sends nothing twice, and queues no second job for a delivery that exists", async () => {
     // A crash between a dispatch's commit and its outbox delete leaves the event to go again.

@@ -161,9 +161,12 @@ export async function downloadFile(ctx: WorkspaceCtx, id: string): Promise<Respo
 export async function deleteFile(ctx: WorkspaceCtx, id: string): Promise<void> {
   requireMember(ctx, true);
   await writeWithEvent(ctx, async (trx) => {
-    const row = await findFile(trx, id);
-    await trx.deleteFrom("files").where("id", "=", id).execute();
-    return { result: undefined, event: { channel: "files", event: "deleted", data: toFile(row) } };
+    // The row as this delete removed it: of two deletes at once, only one finds it.
+    const removed = (await trx.deleteFrom("files").where("id", "=", id).returningAll().executeTakeFirst()) as
+      | FileRow
+      | undefined;
+    if (!removed) throw new NotFoundError("file not found");
+    return { result: undefined, event: { channel: "files", event: "deleted", data: toFile(removed) } };
   });
   await rm(path.join(filesDir(ctx), id), { force: true });
 }

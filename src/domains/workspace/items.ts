@@ -82,13 +82,14 @@ function ownKeys(data: Record<string, unknown>): Record<string, unknown> {
   return copy;
 }
 
-async function findItem(db: WorkspaceDb, collection: string, id: string): Promise<ItemRow> {
-  const row = (await db
-    .selectFrom("items")
-    .selectAll()
-    .where("collection", "=", collection)
-    .where("id", "=", id)
-    .executeTakeFirst()) as ItemRow | undefined;
+/**
+ * The item, or 404. `lock` (PostgreSQL, inside a write): the row stays locked until the commit, so
+ * writes to one item that overlap run one after the other, each on the state the last one left.
+ */
+async function findItem(db: WorkspaceDb, collection: string, id: string, lock = false): Promise<ItemRow> {
+  let query = db.selectFrom("items").selectAll().where("collection", "=", collection).where("id", "=", id);
+  if (lock) query = query.forUpdate();
+  const row = (await query.executeTakeFirst()) as ItemRow | undefined;
   if (!row) throw new NotFoundError("item not found");
   return row;
 }
@@ -137,7 +138,7 @@ export async function getItem(ctx: WorkspaceCtx, collection: string, id: string)
 export async function updateItem(ctx: WorkspaceCtx, collection: string, id: string, data: Record<string, unknown>) {
   requireMember(ctx, true);
   return writeWithEvent(ctx, async (trx) => {
-    const current = await findItem(trx, collection, id);
+    const current = await findItem(trx, collection, id, ctx.deps.dialect === "postgres");
     const merged = { ...(JSON.parse(current.data) as Record<string, unknown>), ...data };
     const row: ItemRow = {
       ...current,
@@ -153,8 +154,14 @@ export async function updateItem(ctx: WorkspaceCtx, collection: string, id: stri
 export async function deleteItem(ctx: WorkspaceCtx, collection: string, id: string): Promise<void> {
   requireMember(ctx, true);
   await writeWithEvent(ctx, async (trx) => {
-    const current = await findItem(trx, collection, id);
-    await trx.deleteFrom("items").where("id", "=", id).execute();
-    return { result: undefined, event: { channel: channel(collection), event: "deleted", data: toItem(current) } };
+    // The row as this delete removed it: of two deletes at once, only one finds it.
+    const removed = (await trx
+      .deleteFrom("items")
+      .where("collection", "=", collection)
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirst()) as ItemRow | undefined;
+    if (!removed) throw new NotFoundError("item not found");
+    return { result: undefined, event: { channel: channel(collection), event: "deleted", data: toItem(removed) } };
   });
 }

@@ -113,10 +113,12 @@ export async function signOutUser(ctx: WorkspaceCtx): Promise<void> {
   const caller = ctx.caller;
   if (caller.kind !== "user") throw new UnauthorizedError("sign-out needs a workspace user's token");
   await writeWithEvent(ctx, async (trx) => {
+    const ended = await trx.deleteFrom("user_sessions").where("token_hash", "=", caller.tokenHash).executeTakeFirst();
+    // A sign-out that overlapped another of the same session ended nothing: one event only.
+    if (Number(ended.numDeletedRows) === 0) return { result: undefined, event: null };
     const row = (await trx.selectFrom("users").selectAll().where("id", "=", caller.userId).executeTakeFirst()) as
       | UserRow
       | undefined;
-    await trx.deleteFrom("user_sessions").where("token_hash", "=", caller.tokenHash).execute();
     return {
       result: undefined,
       event: row ? { channel: "auth", event: "signed_out", data: toUser(row) } : null,
@@ -128,12 +130,12 @@ export async function signOutUser(ctx: WorkspaceCtx): Promise<void> {
 export async function deleteUser(ctx: WorkspaceCtx, id: string): Promise<void> {
   requireAdmin(ctx, true);
   await writeWithEvent(ctx, async (trx) => {
-    const row = (await trx.selectFrom("users").selectAll().where("id", "=", id).executeTakeFirst()) as
+    await trx.deleteFrom("user_sessions").where("user_id", "=", id).execute();
+    // The row as this delete removed it: of two deletes at once, only one finds it.
+    const removed = (await trx.deleteFrom("users").where("id", "=", id).returningAll().executeTakeFirst()) as
       | UserRow
       | undefined;
-    if (!row) throw new NotFoundError("user not found");
-    await trx.deleteFrom("user_sessions").where("user_id", "=", id).execute();
-    await trx.deleteFrom("users").where("id", "=", id).execute();
-    return { result: undefined, event: { channel: "auth", event: "user_deleted", data: toUser(row) } };
+    if (!removed) throw new NotFoundError("user not found");
+    return { result: undefined, event: { channel: "auth", event: "user_deleted", data: toUser(removed) } };
   });
 }
