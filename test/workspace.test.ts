@@ -277,6 +277,15 @@ describe("workspace users, files and their events", () => {
     });
     expect(tooBig.status).toBe(413);
 
+    // A multipart type without a boundary is a malformed request, not a server error.
+    const noBoundary = await fetch(`${app.url}/w/${projectId}/api/files`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "multipart/form-data" },
+      body: "abc",
+    });
+    expect(noBoundary.status).toBe(400);
+    expect(((await noBoundary.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+
     const listed = await ws("GET", "/files", { token: adminToken });
     expect(listed.body.files.map((f: { id: string }) => f.id).sort()).toEqual([rawFile.id, png.id].sort());
     expect((await ws("DELETE", `/files/${png.id}`, { token: adminToken })).status).toBe(204);

@@ -61,10 +61,13 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
   const limit = ctx.deps.config.maxFileBytes;
   const counted = { bytes: 0 };
   if (upload.contentType?.toLowerCase().startsWith("multipart/form-data")) {
-    const busboy = Busboy({
-      headers: { "content-type": upload.contentType },
-      limits: { files: 1, fileSize: limit + 1 },
-    });
+    let busboy: Busboy.Busboy;
+    try {
+      busboy = Busboy({ headers: { "content-type": upload.contentType }, limits: { files: 1, fileSize: limit + 1 } });
+    } catch (error) {
+      // A multipart type without a boundary, for one: busboy refuses it before reading a byte.
+      throw new BadRequestError(`malformed multipart body: ${error instanceof Error ? error.message : String(error)}`);
+    }
     const received = new Promise<{ name: string; contentType: string }>((resolve, reject) => {
       let found = false;
       busboy.on("file", (field, stream, info) => {
