@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, createApiKey, createOrg, signUp, startApp, type TestApp, uniqueEmail } from "./harness.ts";
+import { call, createApiKey, createOrg, signUp, startApp, type TestApp, uniqueEmail, until } from "./harness.ts";
 
 const MINUTE = 60_000;
 
@@ -79,6 +79,41 @@ describe("sign-in and sign-up limit", () => {
       body: { email: uniqueEmail(), password: "long-enough-password", name: "X" },
     });
     expect(signUpAttempt.status).toBe(429);
+  });
+});
+
+describe("workspace sign-in and sign-up limit", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp({ AUTH_RATE_LIMIT_PER_MINUTE: "3" });
+  });
+  afterAll(() => app.close());
+
+  it("refuses the fourth workspace credential attempt in a minute from one address", async () => {
+    const owner = await signUp(app);
+    const { slug } = await createOrg(app, owner, "Guarded Org");
+    const created = await call(app, "POST", `/org/${slug}/projects`, {
+      cookie: owner.cookie,
+      body: { name: "Guarded" },
+    });
+    expect(created.status).toBe(201);
+    const { id, slug: projectSlug } = created.body.project;
+    await until("the project to be active", async () => {
+      const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
+      return res.body.project?.status === "active";
+    });
+    const post = (path: string, body: unknown) =>
+      fetch(`${app.url}/w/${id}/api${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const signIn = () => post("/auth/sign-in", { email: "guess@example.test", password: "wrong-password-1" });
+    for (const _ of [1, 2, 3]) expect((await signIn()).status).toBe(401);
+    const limited = await signIn();
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBeTruthy();
+    expect((await post("/auth/sign-up", { email: uniqueEmail(), password: "long-enough-pw" })).status).toBe(429);
   });
 });
 

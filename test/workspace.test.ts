@@ -136,6 +136,30 @@ describe("workspace runtime", () => {
     expect((await ws("GET", "/collections", { token: otherKey.token })).status).toBe(404);
   });
 
+  it("refuses a cross-site write made with an org admin's session cookie", async () => {
+    const write = (origin: string | undefined) =>
+      fetch(`${app.url}/w/${projectId}/api/collections`, {
+        method: "POST",
+        headers: {
+          cookie: owner.cookie,
+          "content-type": "application/json",
+          ...(origin === undefined ? {} : { origin }),
+        },
+        body: JSON.stringify({ slug: `csrf-${Math.random().toString(36).slice(2, 8)}` }),
+      });
+    const forged = await write("http://evil.example");
+    expect(forged.status).toBe(403);
+    expect(((await forged.json()) as { error: { code: string } }).error.code).toBe("FORBIDDEN");
+    expect((await write(new URL(app.config.publicUrl).origin)).status).toBe(201);
+    // No Origin at all: a non-browser client, which a forged cross-site request cannot be.
+    expect((await write(undefined)).status).toBe(201);
+    // Reads are not writes.
+    const read = await fetch(`${app.url}/w/${projectId}/api/collections`, {
+      headers: { cookie: owner.cookie, origin: "http://evil.example" },
+    });
+    expect(read.status).toBe(200);
+  });
+
   it("refuses reserved headers on a webhook with 422", async () => {
     const res = await ws("POST", "/webhooks", {
       token: adminToken,

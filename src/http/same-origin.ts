@@ -12,7 +12,11 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
  * requests carry no ambient credential and are not checked. SameSite=Lax on the cookie is the
  * second line of defence.
  */
-export function assertSameOriginWrite(c: Context<AppEnv>, trustedOrigin: string, sessionCookie: string): void {
+export function assertSameOriginWrite<E extends AppEnv>(
+  c: Context<E>,
+  trustedOrigin: string,
+  sessionCookie: string,
+): void {
   if (SAFE_METHODS.has(c.req.method) || c.req.header("authorization")) return;
   if (!c.req.header("cookie")?.includes(sessionCookie)) return;
   const source = c.req.header("origin") ?? c.req.header("referer");

@@ -5,6 +5,7 @@ import type { AppEnv } from "../../http/context.ts";
 import { UnauthorizedError } from "../../http/errors.ts";
 import { applyRateDecision } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent } from "../../http/router.ts";
+import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
 import { type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
@@ -380,16 +381,25 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     name: `${deps.config.cookiePrefix}.session_token`,
     description: "A session of an admin or owner of the project's org.",
   });
-  // Rate-limited per project and credential (or address), like the control-plane API.
-  // Rate limit per project and credential (or address), then the project and the caller, before
-  // any request validation: an anonymous caller gets 401 whatever the body (sign-up and sign-in
-  // excepted).
+  const trustedOrigin = new URL(deps.config.publicUrl).origin;
+  const sessionCookie = `${deps.config.cookiePrefix}.session_token`;
+  // Rate limit per project and credential (or address; sign-up and sign-in per project and
+  // address at the stricter AUTH_RATE_LIMIT_PER_MINUTE, as the console's are), the cross-site
+  // check of cookie-authenticated writes (an org admin's session is a workspace admin), then the
+  // project and the caller, before any request validation: an anonymous caller gets 401
+  // whatever the body (sign-up and sign-in excepted).
   app.use("*", async (c, next) => {
-    const credential = c.req.header("authorization") ?? `ip:${c.get("clientIp")}`;
     const projectId = c.req.param("projectId") as string;
-    const bucket = `ws:${projectId}:${sha256Hex(credential).slice(0, 32)}`;
-    const decision = runtime.limiter.hit(bucket, deps.config.rateLimitPerMinute);
+    const [bucket, limit] =
+      c.req.method === "POST" && ANONYMOUS.test(c.req.path)
+        ? [`ws-auth:${projectId}:${c.get("clientIp")}`, deps.config.authRateLimitPerMinute]
+        : [
+            `ws:${projectId}:${sha256Hex(c.req.header("authorization") ?? `ip:${c.get("clientIp")}`).slice(0, 32)}`,
+            deps.config.rateLimitPerMinute,
+          ];
+    const decision = runtime.limiter.hit(bucket, limit);
     applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+    assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     const ctx = await workspaceContext(c, runtime, projectId);
     if (ctx.caller.kind === "anonymous" && !ANONYMOUS.test(c.req.path)) throw new UnauthorizedError();
     c.set("workspace", ctx);
