@@ -330,6 +330,31 @@ describe("batch handlers", () => {
     };
   }
 
+  it("runs a failed batch job again once its backoff has passed, not at the next poll", async () => {
+    let runs = 0;
+    const worker = new Worker(
+      deps,
+      {
+        "test.batch": {
+          batchSize: 8,
+          maxInFlight: 8,
+          backoffBaseMs: 100,
+          async handleBatch(jobs) {
+            return jobs.map(async () => ({ error: ++runs === 1 ? new Error("first attempt fails") : null }));
+          },
+        },
+      },
+      { concurrency: 1, pollMs: 10_000 },
+    );
+    workers.push(worker);
+    await worker.start();
+    const started = Date.now();
+    await deps.jobs.enqueue(deps.db, { kind: "test.batch", payload: {}, maxAttempts: 3 });
+    await until(async () => (await onlyJob()).status === "succeeded", 3_000);
+    expect(runs).toBe(2);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
   it("runs many jobs in batches, records each once, and settles them all", async () => {
     const seen: number[] = [];
     const recorded: number[] = [];

@@ -56,6 +56,21 @@ describe("verifyWebhook", () => {
     expect(verifyWebhook({ secret, body: "{}", headers: legacy })).toBe(false);
   });
 
+  it("refuses a timestamp without V2: the legacy signature does not cover it, so it proves nothing fresh", () => {
+    const { "X-Service-Signature-V2": _v2, ...withoutV2 } = sign(body, now);
+    expect(verifyWebhook({ secret, body, headers: withoutV2, nowSeconds: now })).toBe(false);
+  });
+
+  it("keeps the default tolerance for a negative or non-finite toleranceSeconds; a numeric timestamp header is read", () => {
+    const stale = sign(body, now - 10_000);
+    for (const toleranceSeconds of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(verifyWebhook({ secret, body, headers: stale, nowSeconds: now, toleranceSeconds })).toBe(false);
+      expect(verifyWebhook({ secret, body, headers: sign(body, now), nowSeconds: now, toleranceSeconds })).toBe(true);
+    }
+    const numeric = { ...sign(body, now), "X-Service-Timestamp": now as unknown as string };
+    expect(verifyWebhook({ secret, body, headers: numeric, nowSeconds: now })).toBe(true);
+  });
+
   it("returns false, never throws, on missing or malformed input", () => {
     const headers = sign(body, now);
     expect(verifyWebhook({ secret, body, headers: {}, nowSeconds: now })).toBe(false);

@@ -868,6 +868,41 @@ describe("workspace webhooks", () => {
       }
     });
 
+    it("resets the counter on a 2xx even when the failure came while that request was in flight", async () => {
+      await alpha.collection("overlap");
+      const slowDone = gate();
+      let fastSeen = 0;
+      const receiver = await startReceiver(async (request) => {
+        if (request.body.includes('"kind":"slow"')) {
+          await slowDone.opened;
+          return { status: 200 };
+        }
+        fastSeen++;
+        // The fast item's first attempt fails at once; its retries hang until the test ends.
+        if (fastSeen === 1) return { status: 500, body: "down" };
+        await new Promise((resolve) => setTimeout(resolve, 5_000));
+        return { status: 200 };
+      });
+      try {
+        const hook = await alpha.hook({ name: "overlap", url: `${receiver.url}/overlap`, events: ["items:overlap"] });
+        const slow = await alpha.item("overlap", { kind: "slow" });
+        await until("the slow request", () => receiver.requests.some((r) => r.body.includes(slow.id)));
+        await alpha.item("overlap", { kind: "fast" });
+        await until(
+          "the fast item's failure to count",
+          async () => (await alpha.getHook(hook.id)).consecutiveFailures === 1,
+        );
+        slowDone.open();
+        await until("the slow delivery to succeed", async () =>
+          (await alpha.deliveries(hook.id, "?status=succeeded")).some((d) => d.id && d.attemptCount === 1),
+        );
+        expect(await alpha.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
+      } finally {
+        slowDone.open();
+        await receiver.close();
+      }
+    });
+
     it("dead-letters after WEBHOOK_MAX_ATTEMPTS (3) failed attempts and sends no more", async () => {
       await alpha.collection("doomed");
       const hook = await alpha.hook({ name: "dead", url: `${receiver.url}/fail/dead`, events: ["items:doomed"] });
@@ -1210,6 +1245,52 @@ describe("workspace webhook circuit breaker", () => {
     expect(await space.getHook(watcher.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
   });
 
+  it("counts test sends like any attempt, and a trip ends the retries of deliveries it caught mid-way", async () => {
+    await space.collection("tripwire");
+    const flaky = await startReceiver(() => ({ status: 500, body: "down" }));
+    try {
+      const hook = await space.hook({ name: "tested", url: `${flaky.url}/tested`, events: ["items:tripwire"] });
+      const test = async () => {
+        const res = await space.api("POST", `/webhooks/${hook.id}/test`);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return res.body.delivery;
+      };
+      for (let n = 1; n <= 3; n++) await test();
+      expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 3 });
+      flaky.respondWith(() => ({ status: 204 }));
+      expect(await test()).toMatchObject({ status: "succeeded" });
+      expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
+
+      flaky.respondWith(() => ({ status: 500, body: "down" }));
+      for (let n = 1; n <= 14; n++) await test();
+      expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 14 });
+      // An event's first attempt is the 15th failure: the breaker trips, and that delivery, which
+      // had retries left, becomes a terminal no-op instead of waiting for them.
+      const item = await space.item("tripwire", { n: 1 });
+      const tripped = await until("the breaker to trip", async () => {
+        const current = await space.getHook(hook.id);
+        return current.active ? undefined : current;
+      });
+      expect(tripped).toMatchObject({ active: false, consecutiveFailures: 15 });
+      expect(tripped.disabledReason).toEqual(expect.any(String));
+      expect((await autoDisabledAudit()).some((e) => e.target.id === hook.id)).toBe(true);
+      const [caught] = (await space.deliveries(hook.id)).filter((d) => d.event === "items:tripwire:created");
+      expect(caught).toMatchObject({ status: "skipped", attemptCount: 1 });
+
+      // A switched-off hook's test sends still go out, and leave its counter alone.
+      flaky.respondWith(() => ({ status: 200 }));
+      expect(await test()).toMatchObject({ status: "succeeded" });
+      expect(await space.getHook(hook.id)).toMatchObject({ active: false, consecutiveFailures: 15 });
+      // Resumed, it does not send the delivery the trip ended.
+      expect((await space.api("PATCH", `/webhooks/${hook.id}`, { active: true })).status).toBe(200);
+      await sleep(300);
+      expect(flaky.requests.filter((r) => r.body.includes(item.id))).toHaveLength(1);
+      expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
+    } finally {
+      await flaky.close();
+    }
+  });
+
   it("skips deliveries queued for a hook switched off or deleted before their attempt", async () => {
     await space.collection("block");
     await space.collection("victims");
@@ -1263,6 +1344,68 @@ describe("workspace webhook circuit breaker", () => {
       await blocker.close();
       await victims.close();
     }
+  });
+});
+
+describe("manual retry of a delivery", () => {
+  let app: TestApp;
+  let space: Workspace;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    // Retries a second apart, so a manual retry lands between two automatic attempts.
+    app = await startApp({ ...BASE_ENV, WEBHOOK_BACKOFF_BASE_MS: "1000" });
+    receiver = await startReceiver(() => ({ status: 500, body: "down" }));
+    const owner = await signUp(app);
+    const { slug } = await createOrg(app, owner, "Retry Org");
+    space = workspaceOf(app, await createProject(app, owner, slug, "Retry"));
+    await space.collection("notes");
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await app?.close();
+  });
+
+  it("keeps the automatic retries of a delivery still being retried when the manual attempt fails", async () => {
+    const hook = await space.hook({ name: "retried", url: `${receiver.url}/retried`, events: ["items:notes"] });
+    await space.item("notes", { n: 1 });
+    const [failed] = await until("the first attempt to fail", async () => {
+      const list = await space.deliveries(hook.id);
+      return list[0]?.status === "failed" ? list : undefined;
+    });
+    const retried = await space.api("POST", `/webhooks/_deliveries/${failed.id}/retry`);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(200);
+    expect(retried.body.delivery).toMatchObject({ status: "failed", attemptCount: 2 });
+    // The next automatic attempt still comes, and succeeds.
+    receiver.respondWith(() => ({ status: 200 }));
+    const done = await until("the automatic retry", async () => {
+      const [found] = await space.deliveries(hook.id, "?status=succeeded");
+      return found;
+    });
+    expect(done).toMatchObject({ id: failed.id, attemptCount: 3 });
+    expect(await space.getHook(hook.id)).toMatchObject({ consecutiveFailures: 0 });
+  });
+
+  it("answers 404 for a delivery whose webhook was deleted, and changes nothing", async () => {
+    receiver.respondWith(() => ({ status: 200 }));
+    const hook = await space.hook({ name: "gone", url: `${receiver.url}/gone`, events: ["items:notes"] });
+    await space.item("notes", { n: 2 });
+    const [delivery] = await until("the delivery", async () => {
+      const list = await space.deliveries(hook.id);
+      return list[0]?.status === "succeeded" ? list : undefined;
+    });
+    expect((await space.api("DELETE", `/webhooks/${hook.id}`)).status).toBe(204);
+    const before = receiver.at("/gone").length;
+    const retried = await space.api("POST", `/webhooks/_deliveries/${delivery.id}/retry`);
+    expect(retried.status).toBe(404);
+    expect(retried.body.error.code).toBe("NOT_FOUND");
+    expect(receiver.at("/gone")).toHaveLength(before);
+    const row = await app.server.deps.db
+      .selectFrom("webhook_deliveries")
+      .select("status")
+      .where("id", "=", delivery.id)
+      .executeTakeFirstOrThrow();
+    expect(row.status).toBe("succeeded");
   });
 });
 

@@ -596,7 +596,6 @@ export class Worker implements LocalTaker {
       return { status: "dead", error: message };
     }
     const delay = backoffMs(job.attempts, handler.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS);
-    this.nextLocalRetry = Math.min(this.nextLocalRetry, Date.now() + delay);
     return { status: "pending", error: message, retryInMs: delay };
   }
 
@@ -664,6 +663,11 @@ export class Worker implements LocalTaker {
           .where("id", "=", job.id),
       ).executeTakeFirst();
       lost += 1 - Number(result.numUpdatedRows);
+      // Look again when the retry falls due, counted from its `run_at` as written (not from when
+      // the attempt failed, which is earlier: a look then would find nothing and wait a poll).
+      if (outcome.retryInMs !== undefined) {
+        this.nextLocalRetry = Math.min(this.nextLocalRetry, Date.now() + outcome.retryInMs);
+      }
     }
     if (lost > 0) this.deps.log.warn({ kind: jobs[0]?.kind, lost }, "job lease was lost before it finished");
   }

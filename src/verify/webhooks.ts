@@ -4,9 +4,11 @@ import { createHmac, timingSafeEqual } from "node:crypto";
  * Receiver-side verification of Plinth webhook deliveries, importable as `plinth/webhooks`.
  *
  * It prefers `X-Service-Signature-V2` (HMAC-SHA256 of `<timestamp>.<raw body>`) and refuses
- * timestamps further than `toleranceSeconds` from now (0 turns the freshness check off). Without a
- * timestamp it checks the legacy `X-Service-Signature` (HMAC-SHA256 of the raw body). It never
- * throws: missing input, a stale timestamp or a mismatch is `false`.
+ * timestamps further than `toleranceSeconds` from now (0 turns the freshness check off). A request
+ * with a timestamp must carry V2, whose signature covers it: the legacy signature does not, so it
+ * is no proof that the timestamp is fresh. Without a timestamp it checks the legacy
+ * `X-Service-Signature` (HMAC-SHA256 of the raw body). It never throws: missing input, a stale
+ * timestamp or a mismatch is `false`.
  */
 export interface VerifyWebhookInput {
   /** The webhook's secret. */
@@ -15,7 +17,7 @@ export interface VerifyWebhookInput {
   body: string | Uint8Array | ArrayBuffer;
   /** The request headers: a plain object (any key case; array values allowed) or a `Headers`. */
   headers: Record<string, string | string[] | undefined> | Headers;
-  /** Seconds a timestamp may differ from now; default 300, 0 disables the check. */
+  /** Seconds a timestamp may differ from now; default 300 (also for a negative or non-finite value), 0 disables the check. */
   toleranceSeconds?: number;
   /** Current Unix time in seconds (for tests); defaults to the clock. */
   nowSeconds?: number;
@@ -25,7 +27,9 @@ function header(headers: VerifyWebhookInput["headers"], name: string): string | 
   if (typeof (headers as Headers).get === "function") return (headers as Headers).get(name) ?? undefined;
   const wanted = name.toLowerCase();
   for (const [key, value] of Object.entries(headers as Record<string, string | string[] | undefined>)) {
-    if (key.toLowerCase() === wanted) return Array.isArray(value) ? value[0] : value;
+    if (key.toLowerCase() !== wanted) continue;
+    const first = Array.isArray(value) ? value[0] : value;
+    return first === undefined || first === null ? undefined : String(first);
   }
   return undefined;
 }
@@ -57,13 +61,13 @@ export function verifyWebhook(input: VerifyWebhookInput): boolean {
     const timestamp = header(headers, "x-service-timestamp");
     if (timestamp !== undefined) {
       if (!/^\d{1,12}$/.test(timestamp.trim())) return false;
-      const tolerance = input.toleranceSeconds ?? 300;
+      const given = input.toleranceSeconds;
+      const tolerance = typeof given === "number" && Number.isFinite(given) && given >= 0 ? given : 300;
       const now = input.nowSeconds ?? Math.floor(Date.now() / 1000);
       if (tolerance > 0 && Math.abs(now - Number(timestamp)) > tolerance) return false;
       const v2 = header(headers, "x-service-signature-v2");
-      if (v2 !== undefined) {
-        return sameSignature(hmacHex(secret, Buffer.from(`${timestamp.trim()}.`, "utf8"), bytes), v2);
-      }
+      if (v2 === undefined) return false;
+      return sameSignature(hmacHex(secret, Buffer.from(`${timestamp.trim()}.`, "utf8"), bytes), v2);
     }
     const legacy = header(headers, "x-service-signature");
     if (legacy === undefined) return false;

@@ -29,8 +29,6 @@ interface Target {
   extraHeaders: Record<string, string>;
   /** Org and workspace webhooks have a breaker; the org URL and integrations do not. */
   webhookId: string | null;
-  /** The breaker's counter as read; a success needs no write when it is already 0. */
-  failures: number;
   /** False for a webhook switched off: its queued deliveries become `skipped`. */
   active: boolean;
 }
@@ -50,7 +48,7 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
   if (ids.webhook.size > 0) {
     const hooks = await deps.db
       .selectFrom("webhooks")
-      .select(["id", "url", "secret", "headers", "active", "deleted_at", "consecutive_failures"])
+      .select(["id", "url", "secret", "headers", "active", "deleted_at"])
       .where("id", "in", [...ids.webhook])
       .execute();
     for (const hook of hooks) {
@@ -60,7 +58,6 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         secret: hook.secret,
         extraHeaders: withoutReservedHeaders(fromJsonColumn<Record<string, string>>(hook.headers, {})),
         webhookId: hook.id,
-        failures: hook.consecutive_failures,
         active: Boolean(hook.active),
       });
     }
@@ -78,7 +75,6 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         secret: org.webhook_secret,
         extraHeaders: {},
         webhookId: null,
-        failures: 0,
         active: true,
       });
     }
@@ -99,7 +95,6 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         secret: null,
         extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
         webhookId: null,
-        failures: 0,
         active: true,
       });
     }
@@ -121,8 +116,6 @@ export interface AttemptRequest {
   deliveryId: string;
   /** A failure is the last attempt: the delivery becomes `dead`. */
   final: boolean;
-  /** False for test sends and replays: they never move the breaker. */
-  countsForBreaker: boolean;
   /** Send even when the webhook is switched off (test sends, replays). */
   includeInactive?: boolean;
   /** Re-send with exactly these headers (a replay of an earlier attempt), even if finished. */
@@ -280,15 +273,16 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
       .where(oneOf(deps.dialect, "id", ids))
       .execute();
   }
-  // Breakers: the counter as read, moved attempt by attempt, so exactly the attempt that takes it
-  // to the threshold trips it, and a success needs a write only when the counter is above 0.
+  // Breakers of active webhooks, moved attempt by attempt, so exactly the attempt that takes the
+  // counter to the threshold trips it. A success resets the counter as it is now, not as read
+  // before the request went out (other attempts may have failed meanwhile): once per webhook and
+  // group, unless this group's own writes left it at 0.
   const counters = new Map<string, number>();
   for (const s of sent) {
     const webhookId = s.target.webhookId;
-    if (!webhookId || !s.request.countsForBreaker) continue;
-    const failures = counters.get(webhookId) ?? s.target.failures;
+    if (!webhookId || !s.target.active) continue;
     if (s.ok) {
-      if (failures > 0) {
+      if (counters.get(webhookId) !== 0) {
         await trx
           .updateTable("webhooks")
           .set({ consecutive_failures: 0 })
@@ -337,6 +331,15 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
     .set({ active: 0, disabled_reason: reason, updated_at: at })
     .where("id", "=", webhookId)
     .execute();
+  // Its deliveries waiting for a retry become terminal no-ops (SPEC's breaker table): their jobs
+  // find them skipped and end, and a later resume does not send them.
+  await trx
+    .updateTable("webhook_deliveries")
+    .set({ status: "skipped", updated_at: at })
+    .where("target_type", "=", "webhook")
+    .where("target_id", "=", webhookId)
+    .where("status", "in", ["pending", "failed"])
+    .execute();
   await recordSystemAudit(trx, deps, {
     orgId: hook.org_id,
     action: "webhook.auto_disabled",
@@ -354,8 +357,9 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
 }
 
 /**
- * Records a test delivery (`webhook.test`) and makes its one attempt now: no queue, no retries,
- * no effect on the breaker. Returns the delivery as listed.
+ * Records a test delivery (`webhook.test`) and makes its one attempt now: no queue, no retries.
+ * Like every attempt, it moves the breaker of an active webhook (SPEC: the counter is bumped on
+ * every failed attempt; any 2xx resets it). Returns the delivery as listed.
  */
 export async function sendTestDelivery(
   deps: Deps,
@@ -370,7 +374,7 @@ export async function sendTestDelivery(
     }),
   );
   const id = deliveryId as string;
-  await attemptDelivery(deps, id, { final: true, countsForBreaker: false, includeInactive: options.includeInactive });
+  await attemptDelivery(deps, id, { final: true, includeInactive: options.includeInactive });
   return deliveryView(deps.db, id);
 }
 
@@ -422,7 +426,6 @@ export function deliveryJobs(deps: Deps) {
           runs.map(({ job, payload }) => ({
             deliveryId: String(payload.deliveryId),
             final: job.attempts >= job.max_attempts,
-            countsForBreaker: true,
           })),
           signal,
         );

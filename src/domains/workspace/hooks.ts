@@ -220,14 +220,21 @@ export async function listHookDeliveries(
 /**
  * Sends a past delivery again exactly as it first went: same body, same headers, same signature
  * (a receiver that checks freshness may refuse an old timestamp; that is the receiver's call).
+ * The attempt is recorded like any other and counts for the breaker of an active webhook. A
+ * delivery still being retried keeps its retries if this attempt fails (a success ends them);
+ * a finished one takes this attempt's outcome, with no retries after it. A deleted webhook's
+ * deliveries are gone with it (404).
  */
 export async function retryDelivery(ctx: WorkspaceCtx, deliveryId: string) {
   requireAdmin(ctx, true);
   const delivery = await ctx.deps.db
-    .selectFrom("webhook_deliveries")
-    .select(["id", "status"])
-    .where("id", "=", deliveryId)
-    .where("project_id", "=", ctx.project.id)
+    .selectFrom("webhook_deliveries as d")
+    .innerJoin("webhooks as w", "w.id", "d.target_id")
+    .select(["d.id", "d.status"])
+    .where("d.id", "=", deliveryId)
+    .where("d.target_type", "=", "webhook")
+    .where("d.project_id", "=", ctx.project.id)
+    .where("w.deleted_at", "is", null)
     .executeTakeFirst();
   if (!delivery) throw new NotFoundError("delivery not found");
   const first = await ctx.deps.db
@@ -238,8 +245,7 @@ export async function retryDelivery(ctx: WorkspaceCtx, deliveryId: string) {
     .executeTakeFirst();
   if (!first?.request_headers) throw new ConflictError("this delivery has not been attempted yet; nothing to re-send");
   await attemptDelivery(ctx.deps, deliveryId, {
-    final: true,
-    countsForBreaker: false,
+    final: delivery.status !== "pending" && delivery.status !== "failed",
     includeInactive: true,
     replayHeaders: fromJsonColumn<Record<string, string>>(first.request_headers, {}),
   });
