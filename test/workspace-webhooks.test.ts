@@ -585,6 +585,59 @@ describe("workspace webhooks", () => {
       expect(errorPaths(res).sort()).toEqual(["headers.Content-Type", "headers.X-Service-Delivery"]);
     });
 
+    it("refuses custom headers that could never be sent as given, naming each (create and PATCH)", async () => {
+      const input = {
+        name: "unsendable",
+        url: `${receiver.url}/unsendable`,
+        events: ["items"],
+        headers: {
+          "Bad Name": "v",
+          "X-Split": "a\r\nX-Service-Signature: forged",
+          Host: "evil.example",
+          "Content-Length": "5",
+          "Transfer-Encoding": "chunked",
+          "x-dup": "1",
+          "X-Dup": "2",
+          "X-Fine": "ok",
+        },
+      };
+      const created = await alpha.api("POST", "/webhooks", input);
+      expect(errorPaths(created).sort()).toEqual(
+        [
+          "headers.Bad Name",
+          "headers.Content-Length",
+          "headers.Host",
+          "headers.Transfer-Encoding",
+          "headers.X-Dup",
+          "headers.X-Split",
+        ].sort(),
+      );
+      const hook = await alpha.hook({ name: "fine", url: `${receiver.url}/fine`, events: ["items:none"] });
+      const patched = await alpha.api("PATCH", `/webhooks/${hook.id}`, { headers: { Connection: "close" } });
+      expect(errorPaths(patched)).toEqual(["headers.Connection"]);
+    });
+
+    it("sends a custom User-Agent in place of Plinth's, once", async () => {
+      const hook = await alpha.hook({
+        name: "agent",
+        url: `${receiver.url}/agent`,
+        events: ["items:none"],
+        headers: { "user-agent": "acme-relay/2" },
+      });
+      const sent = await alpha.api("POST", `/webhooks/${hook.id}/test`);
+      expect(sent.status).toBe(200);
+      const [request] = receiver.at("/agent");
+      expect(request!.headers["user-agent"]).toBe("acme-relay/2");
+      // The headers as sent (and recorded for a replay) name it once.
+      const attempt = await app.server.deps.db
+        .selectFrom("webhook_attempts")
+        .select("request_headers")
+        .where("delivery_id", "=", sent.body.delivery.id)
+        .executeTakeFirstOrThrow();
+      const names = Object.keys(JSON.parse(String(attempt.request_headers)));
+      expect(names.filter((name) => name.toLowerCase() === "user-agent")).toEqual(["user-agent"]);
+    });
+
     it("sends allowed custom headers beside the reserved ones", async () => {
       const hook = await alpha.hook({
         name: "custom headers",

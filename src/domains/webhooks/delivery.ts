@@ -112,6 +112,17 @@ function withoutReservedHeaders(headers: Record<string, string>): Record<string,
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !isReservedHeader(name)));
 }
 
+/**
+ * `headers` less those a custom header names in any case (the custom one is sent instead, as for
+ * `User-Agent`), so no header goes out twice. Reserved names never reach here as custom headers.
+ */
+function withoutNamesOf(headers: Record<string, string>, custom: Record<string, string>): Record<string, string> {
+  const names = Object.keys(custom);
+  if (names.length === 0) return headers;
+  const taken = new Set(names.map((name) => name.toLowerCase()));
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !taken.has(name.toLowerCase())));
+}
+
 export interface AttemptRequest {
   deliveryId: string;
   /** A failure is the last attempt: the delivery becomes `dead`. */
@@ -211,7 +222,7 @@ async function send(
   // headers can never replace Content-Type or an X-Service-* header.
   const headers = request.replayHeaders ?? {
     ...target.extraHeaders,
-    ...fromJsonColumn<Record<string, string>>(delivery.headers, {}),
+    ...withoutNamesOf(fromJsonColumn<Record<string, string>>(delivery.headers, {}), target.extraHeaders),
     ...(target.secret ? signatureHeaders(target.secret, delivery.body, timestamp) : {}),
   };
   const response = await deps.outbound.post(target.url, headers, delivery.body, signal);

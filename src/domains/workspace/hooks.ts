@@ -61,16 +61,47 @@ async function auditHook(trx: Db, ctx: WorkspaceCtx, action: string, hookId: str
 }
 
 /** Custom headers may not name `Content-Type` or any `X-Service-*` header (SPEC rule 9). */
+/** RFC 9110 token characters: what a header name may be made of. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** Visible ASCII, space and tab: no line breaks or other control characters. */
+const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
+/** Headers the HTTP client sets from the request itself (framing, connection, target). */
+const CLIENT_HEADERS = new Set([
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "upgrade",
+  "te",
+  "trailer",
+  "expect",
+]);
+
+/**
+ * Custom headers must be sendable as given: valid names and values, none that the HTTP client
+ * owns, none that Plinth sets (`Content-Type`, `X-Service-*`), and no name twice in two cases.
+ * Anything else would be stored and then fail every attempt.
+ */
 function assertHeadersAllowed(headers: Record<string, string> | null | undefined): void {
-  const reserved = Object.keys(headers ?? {}).filter(isReservedHeader);
-  if (reserved.length > 0) {
-    throw new ValidationError(
-      reserved.map((name) => ({
-        path: `headers.${name}`,
-        message: "Content-Type and X-Service-* headers are reserved",
-      })),
-    );
+  const issues: Array<{ path: string; message: string }> = [];
+  const seen = new Map<string, string>();
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    const path = `headers.${name}`;
+    const lower = name.toLowerCase();
+    if (!HEADER_NAME.test(name)) issues.push({ path, message: "not a valid header name" });
+    else if (isReservedHeader(name))
+      issues.push({ path, message: "Content-Type and X-Service-* headers are reserved" });
+    else if (CLIENT_HEADERS.has(lower))
+      issues.push({ path, message: "set by the HTTP client from the request itself" });
+    else if (seen.has(lower)) issues.push({ path, message: `the same header as '${seen.get(lower)}'` });
+    if (!HEADER_VALUE.test(value)) {
+      issues.push({ path, message: "a header value may hold visible ASCII, spaces and tabs only" });
+    }
+    seen.set(lower, name);
   }
+  if (issues.length > 0) throw new ValidationError(issues);
 }
 
 async function findHook(ctx: WorkspaceCtx, id: string): Promise<WebhookRow> {
