@@ -203,7 +203,7 @@ function securedOperations(api: ReturnType<typeof createRouter>) {
       if (definition.type !== "route") return [];
       const requirements = definition.route.security ?? [];
       if (requirements.length === 0 || requirements.some((r) => Object.keys(r).length === 0)) return [];
-      const pattern = new RegExp(`^/api${definition.route.path.replace(/\{[^/]+\}/g, "[^/]+")}/?$`);
+      const pattern = new RegExp(`^/api${definition.route.path.replace(/\{[^/]+\}/g, "[^/]+")}$`);
       return [{ method: definition.route.method.toUpperCase(), pattern }];
     });
     return secured.some((op) => op.method === method && op.pattern.test(path));
@@ -249,7 +249,8 @@ function notFoundOrWrongMethod(app: Hono<AppEnv>) {
       .filter((route) => route.method !== "ALL" && !route.path.includes("*"))
       .map((route) => ({
         method: route.method,
-        pattern: new RegExp(`^${route.path.replace(/:[^/]+/g, "[^/]+")}/?$`),
+        // Exactly as routed: a trailing slash is another path (404), as it is to the router.
+        pattern: new RegExp(`^${route.path.replace(/:[^/]+/g, "[^/]+")}$`),
       }));
     const allowed = [...new Set(routes.filter((route) => route.pattern.test(c.req.path)).map((r) => r.method))];
     if (allowed.length > 0) {

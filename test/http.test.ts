@@ -42,6 +42,21 @@ describe("error envelope", () => {
     expect(onParam.headers.get("allow")?.split(", ").sort()).toEqual(["DELETE", "PATCH"]);
   });
 
+  it("answers a path with a trailing slash with 404, never a 405 that allows the method used", async () => {
+    for (const [method, path] of [
+      ["GET", "/orgs/"],
+      ["POST", "/org/"],
+      ["GET", "/account/"],
+    ] as const) {
+      const res = await call(app, method, path, { cookie: owner.cookie });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expectEnvelope(res.body, "NOT_FOUND");
+      expect(res.headers.get("allow")).toBeNull();
+    }
+    const anonymous = await call(app, "GET", "/orgs/");
+    expect(anonymous.status).toBe(404);
+  });
+
   it("answers malformed JSON with 400 BAD_REQUEST", async () => {
     const res = await call(app, "POST", "/org", {
       cookie: owner.cookie,
