@@ -4,7 +4,7 @@ import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { sql } from "kysely";
+import { NoResultError, sql } from "kysely";
 import type { Auth } from "./auth/better-auth.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { Deps } from "./deps.ts";
@@ -232,6 +232,9 @@ function renderError(error: Error, c: Context<AppEnv>, deps: Deps): Response {
       return c.json(errorBody(code, message || "malformed request"), status);
     }
   }
+  // A row the request read at its start and then went to write was gone by then (deleted by a
+  // request that overlapped this one): not found, as for any later request.
+  if (error instanceof NoResultError) return c.json(errorBody("NOT_FOUND", "not found"), 404);
   // Text PostgreSQL cannot store (a NUL character) that came in other than through a validated
   // body, query or path parameter, which refuse it with the field named.
   if ((error as { code?: unknown }).code === "22021") {

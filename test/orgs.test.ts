@@ -671,6 +671,33 @@ describe("DELETE /org/{slug}", () => {
   });
 });
 
+describe("a delete overlapping other writes to the org", () => {
+  it("leaves them 404 or done before it, never a 500, and no live project in the deleted org", async () => {
+    const owner = await signUp(app);
+    for (let round = 0; round < 4; round++) {
+      const org = await createOrg(app, owner, `Raced ${tag()}`);
+      const as = { cookie: owner.cookie };
+      const results = await Promise.all([
+        call(app, "DELETE", `/org/${org.slug}`, as),
+        call(app, "PATCH", `/org/${org.slug}`, { ...as, body: { name: "Renamed" } }),
+        call(app, "PATCH", `/org/${org.slug}`, { ...as, body: { ipAllowlist: [] } }),
+        call(app, "POST", `/org/${org.slug}/projects`, { ...as, body: { name: "Late One" } }),
+        call(app, "POST", `/org/${org.slug}/projects`, { ...as, body: { name: "Late Two" } }),
+        call(app, "POST", `/org/${org.slug}/api-keys`, { ...as, body: { name: "late", scope: "full" } }),
+      ]);
+      expect(results[0]?.status).toBe(200);
+      for (const res of results.slice(1)) expect([200, 201, 404], JSON.stringify(res.body)).toContain(res.status);
+      const live = await app.server.deps.db
+        .selectFrom("projects")
+        .select("id")
+        .where("org_id", "=", org.id)
+        .where("deleted_at", "is", null)
+        .execute();
+      expect(live).toEqual([]);
+    }
+  });
+});
+
 describe("IP allowlist", () => {
   let owner: TestUser;
   let org: any;

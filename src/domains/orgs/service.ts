@@ -2,7 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import { type Selectable, sql } from "kysely";
 import { type Db, type Dialect, isUniqueViolation } from "../../db/database.ts";
 import type { OrgsTable } from "../../db/schema.ts";
-import { ConflictError } from "../../http/errors.ts";
+import { ConflictError, NotFoundError } from "../../http/errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { toJsonColumn } from "../../lib/json.ts";
@@ -194,7 +194,8 @@ export async function deleteOrg({ ctx }: { ctx: OrgCtx }): Promise<void> {
       .where("id", "=", ctx.org.id)
       .where("deleted_at", "is", null)
       .executeTakeFirst();
-    if (Number(deleted.numUpdatedRows) === 0) throw new ConflictError("organization is already deleted");
+    // Deleted by a request that overlapped this one: gone, as for any later request.
+    if (Number(deleted.numUpdatedRows) === 0) throw new NotFoundError("organization not found");
     await trx
       .updateTable("invitations")
       .set({ status: "revoked", updated_at: at })
