@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
@@ -8,6 +9,7 @@ import {
   dropWorkspace,
   onWorkspace,
   workspaceFile,
+  workspaceFilesDir,
   workspaceSchema,
   workspaceVersion,
 } from "../src/domains/projects/workspace-db.ts";
@@ -1367,6 +1369,11 @@ describe("projects with workers the test controls", () => {
     const live = await p.provisioned(slug, owner, { name: "Survivor", region: "fra" });
     const doomed = await p.provisioned(slug, owner, { name: "Purged", region: "fra" });
     expect(await workspaceExists(deps, doomed.id)).toBe(true);
+    // Uploaded files go with their workspace.
+    for (const id of [live.id, doomed.id]) {
+      mkdirSync(workspaceFilesDir(deps, id), { recursive: true });
+      writeFileSync(path.join(workspaceFilesDir(deps, id), "fil_upload"), "bytes");
+    }
     expectStatus(await p.remove(slug, doomed.slug, owner), 200);
 
     await deps.jobs.enqueue(deps.db, { kind: "projects.purge", payload: {} });
@@ -1378,6 +1385,8 @@ describe("projects with workers the test controls", () => {
     expect(purged.status).toBe("deleted");
     expect(await workspaceExists(deps, doomed.id)).toBe(false);
     expect(await workspaceExists(deps, live.id)).toBe(true);
+    expect(existsSync(workspaceFilesDir(deps, doomed.id))).toBe(false);
+    expect(existsSync(path.join(workspaceFilesDir(deps, live.id), "fil_upload"))).toBe(true);
     expect(await workspaceVersion(deps, live.id)).toBe("1.1.0");
     expect((await storedProject(deps, live.id)).purged_at).toBeNull();
     expectError(await p.get(slug, doomed.slug, owner), 404, "NOT_FOUND");

@@ -100,13 +100,20 @@ export async function workspaceVersion(deps: Deps, projectId: string): Promise<s
 }
 
 /** Removes the workspace database entirely (failed provisioning, purge). */
+/** Where a workspace's uploaded files live (on either database). */
+export function workspaceFilesDir(deps: Deps, projectId: string): string {
+  return path.join(deps.config.dataDir, "files", projectId);
+}
+
+/** Removes a workspace: its database (schema or file) and its uploaded files. */
 export async function dropWorkspace(deps: Deps, projectId: string): Promise<void> {
   if (deps.dialect === "postgres") {
     await sql`drop schema if exists ${sql.id(workspaceSchema(projectId))} cascade`.execute(deps.db);
-    return;
+  } else {
+    const file = workspaceFile(deps, projectId);
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(`${file}${suffix}`, { force: true });
   }
-  const file = workspaceFile(deps, projectId);
-  for (const suffix of ["", "-wal", "-shm"]) rmSync(`${file}${suffix}`, { force: true });
+  rmSync(workspaceFilesDir(deps, projectId), { recursive: true, force: true });
 }
 
 /** Opens a workspace for a caller outside this module (tests, later the workspace runtime). */

@@ -6,6 +6,7 @@ import { pipeline } from "node:stream/promises";
 import Busboy from "busboy";
 import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
+import { workspaceFilesDir } from "../projects/workspace-db.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
 import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
@@ -28,7 +29,7 @@ function toFile(row: FileRow) {
 }
 
 function filesDir(ctx: WorkspaceCtx): string {
-  return path.join(ctx.deps.config.dataDir, "files", ctx.project.id);
+  return workspaceFilesDir(ctx.deps, ctx.project.id);
 }
 
 class FileTooLargeError extends AppError {
