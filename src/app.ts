@@ -1,7 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
 import type { Context, Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { NoResultError, sql } from "kysely";
@@ -19,6 +18,7 @@ import { projectRoutes } from "./domains/projects/routes.ts";
 import { webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
+import { limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
@@ -29,12 +29,7 @@ import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
-export const MAX_BODY_BYTES = 1024 * 1024;
-
-const BODYLESS_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-const FILE_UPLOAD = /^\/w\/[^/]+\/api\/files\/?$/;
-
-/** Paths outside authentication and rate limiting. */
+/** Paths outside authentication, each rate-limited in a bucket of its own per address. */
 const PUBLIC_PATHS = new Set(["/api/health"]);
 
 const healthRoute = createRoute({
@@ -95,8 +90,15 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   const trustedOrigin = new URL(config.publicUrl).origin;
   const sessionCookie = `${config.cookiePrefix}.session_token`;
   // One middleware, awaiting only when it must: it runs on every request.
+  const limitBy = async (c: Context<AppEnv>, bucket: string, limit: number) => {
+    const decision = limiter.hit(bucket, limit);
+    applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+  };
   api.use("*", async (c, next) => {
-    if (PUBLIC_PATHS.has(c.req.path)) return next();
+    if (PUBLIC_PATHS.has(c.req.path)) {
+      await limitBy(c, `public:${c.get("clientIp")}`, limits.perMinute);
+      return next();
+    }
     const identifying = identifyCaller(deps, auth, c);
     if (identifying) await identifying;
     const [bucket, limit] = rateBucket(c, limits);
@@ -105,7 +107,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
     if (!c.get("principal") && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
-    return next();
+    return limitRequestBody(c, next);
   });
 
   api
@@ -164,26 +166,12 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
 
   const app = createRouter();
   app.use("*", requestContext(deps.log, config.trustProxy));
-  const tooLarge = (c: Context): never => {
-    // The rest of the body is left unread, so this connection cannot carry another request.
-    c.header("Connection", "close");
-    throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
-  };
-  const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
-  // Reads carry no body; skipping them keeps the request from being materialised for nothing.
-  // A body framed by Content-Length cannot outgrow it (Node's parser enforces the framing), so
-  // the header decides; only chunked bodies are counted as they stream. Workspace file uploads
-  // stream to disk under their own limit (MAX_FILE_BYTES).
-  const limitWrites = (c: Context<AppEnv>, next: () => Promise<void>) => {
-    if (BODYLESS_METHODS.has(c.req.method) || FILE_UPLOAD.test(c.req.path)) return next();
-    const length = c.req.header("content-length");
-    if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
-      return Number(length) > MAX_BODY_BYTES ? tooLarge(c) : next();
-    }
-    return limitBody(c, next);
-  };
-  app.use("/api/*", limitWrites);
-  app.use("/w/*", limitWrites);
+  // Paths outside both APIs (answered 404) are rate-limited by address like any anonymous call.
+  app.use("*", async (c, next) => {
+    if (c.req.path.startsWith("/api/") || c.req.path.startsWith("/w/")) return next();
+    await limitBy(c, `ip:${c.get("clientIp")}`, limits.perMinute);
+    return next();
+  });
   app.route("/api", api);
   app.route("/w/:projectId/api", workspaceApi);
   app.notFound(notFoundOrWrongMethod(app));

@@ -132,6 +132,7 @@ describe("error envelope", () => {
     });
     expect(res.status).toBe(413);
     expectEnvelope(res.body, "PAYLOAD_TOO_LARGE");
+    expect(res.headers.get("ratelimit-limit")).toMatch(/^\d+$/);
   });
 
   it("answers a chunked body (no Content-Length) that grows over 1 MiB with 413", async () => {
@@ -153,6 +154,16 @@ describe("error envelope", () => {
     } as RequestInit);
     expect(res.status).toBe(413);
     expectEnvelope(await res.json(), "PAYLOAD_TOO_LARGE");
+    expect(res.headers.get("ratelimit-remaining")).toMatch(/^\d+$/);
+  });
+
+  it("puts the RateLimit headers on every response: health, paths outside the API, unknown routes", async () => {
+    for (const url of [`${app.url}/api/health`, `${app.url}/`, `${app.url}/nope`, `${app.url}/api/nope`]) {
+      const res = await fetch(url);
+      for (const name of ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]) {
+        expect(res.headers.get(name), `${name} on ${url}`).toMatch(/^\d+$/);
+      }
+    }
   });
 
   it("accepts a body just under 1 MiB", async () => {

@@ -1,6 +1,7 @@
 import { Readable } from "node:stream";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
 import { UnauthorizedError } from "../../http/errors.ts";
 import { applyRateDecision } from "../../http/rate-limit.ts";
@@ -403,7 +404,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     const ctx = await workspaceContext(c, runtime, projectId);
     if (ctx.caller.kind === "anonymous" && !ANONYMOUS.test(c.req.path)) throw new UnauthorizedError();
     c.set("workspace", ctx);
-    await next();
+    await limitRequestBody(c, next);
   });
   return app
     .openapi(r.signUp, async (c) => c.json(await signUpUser(await ctxOf(c), c.req.valid("json")), 201))
