@@ -312,6 +312,11 @@ describe("workspace users, files and their events", () => {
 
     const listed = await ws("GET", "/files", { token: adminToken });
     expect(listed.body.files.map((f: { id: string }) => f.id).sort()).toEqual([rawFile.id, png.id].sort());
+    // Paged like items: oldest first, limit and offset.
+    const first = await ws("GET", "/files?limit=1", { token: adminToken });
+    const second = await ws("GET", "/files?limit=1&offset=1", { token: adminToken });
+    expect([...first.body.files, ...second.body.files].map((f: { id: string }) => f.id)).toEqual([rawFile.id, png.id]);
+    expect((await ws("GET", "/files?limit=0", { token: adminToken })).status).toBe(422);
     expect((await ws("DELETE", `/files/${png.id}`, { token: adminToken })).status).toBe(204);
     expect((await ws("GET", `/files/${png.id}`, { token: adminToken })).status).toBe(404);
 

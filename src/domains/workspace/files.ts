@@ -127,13 +127,18 @@ export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
   }
 }
 
-export async function listFiles(ctx: WorkspaceCtx) {
+export async function listFiles(
+  ctx: WorkspaceCtx,
+  page: { limit?: number | undefined; offset?: number | undefined } = {},
+) {
   requireMember(ctx, false);
   const rows = (await ctx.db
     .selectFrom("files")
     .selectAll()
     .orderBy("created_at")
     .orderBy("id")
+    .limit(page.limit ?? 50)
+    .offset(page.offset ?? 0)
     .execute()) as FileRow[];
   return { files: rows.map(toFile) };
 }

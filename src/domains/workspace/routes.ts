@@ -176,8 +176,9 @@ const r = {
     method: "get",
     path: "/files",
     tags,
-    summary: "List files",
+    summary: "List files, oldest first (limit default 50, at most 500; offset)",
     security,
+    request: { query: Page },
     responses: { 200: jsonContent(z.object({ files: z.array(FileSchema) }), "Files"), ...errors },
   }),
   download: createRoute({
@@ -231,7 +232,7 @@ const r = {
     method: "get",
     path: "/items/{collection}",
     tags,
-    summary: "List a collection's items, oldest first",
+    summary: "List a collection's items, oldest first (limit default 50, at most 500; offset)",
     security,
     request: { params: CollectionP, query: Page },
     responses: { 200: jsonContent(z.object({ items: z.array(ItemSchema) }), "Items"), ...errors },
@@ -424,7 +425,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       const upload = { body, contentType: c.req.header("content-type"), name: c.req.valid("query").name };
       return c.json(await uploadFile(ctx, upload), 201);
     })
-    .openapi(r.listFiles, async (c) => c.json(await listFiles(await ctxOf(c)), 200))
+    .openapi(r.listFiles, async (c) => c.json(await listFiles(await ctxOf(c), c.req.valid("query")), 200))
     .openapi(r.download, async (c) => (await downloadFile(await ctxOf(c), c.req.valid("param").id)) as never)
     .openapi(r.deleteFile, async (c) => {
       await deleteFile(await ctxOf(c), c.req.valid("param").id);
