@@ -247,6 +247,9 @@ describe("workspace users, files and their events", () => {
     // A user may use items but not manage the workspace.
     expect((await ws("GET", "/collections", { token: inn.body.token })).status).toBe(200);
     expect((await ws("POST", "/collections", { token: inn.body.token, body: { slug: "nope" } })).status).toBe(403);
+    // Refused before the body is looked at: the same 403 for a body that would not validate.
+    expect((await ws("POST", "/collections", { token: inn.body.token, body: { slug: "BAD SLUG" } })).status).toBe(403);
+    expect((await ws("POST", "/webhooks", { token: inn.body.token, body: {} })).status).toBe(403);
     expect((await ws("POST", "/auth/sign-out", { token: inn.body.token })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: inn.body.token })).status).toBe(401);
     expect((await ws("DELETE", `/users/${up.body.user.id}`, { token: up.body.token })).status).toBe(403);

@@ -9,7 +9,7 @@ import { createRouter, errorResponses, jsonBody, jsonContent } from "../../http/
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
-import { type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
+import { requireAdmin, type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
 import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
 import {
   createHook,
@@ -125,6 +125,9 @@ const FileQuery = z.object({
 
 /** The only workspace operations open to callers without credentials. */
 const ANONYMOUS = /\/api\/auth\/sign-(up|in)\/?$/;
+/** Operations only the workspace admin may call (every route under them checks it again). */
+const ADMIN_ONLY = /\/api\/(webhooks|users)(\/|$)/;
+const CREATE_COLLECTION = /\/api\/collections$/;
 
 type WorkspaceEnv = AppEnv & { Variables: { workspace: WorkspaceCtx } };
 
@@ -404,6 +407,12 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     const ctx = await workspaceContext(c, runtime, projectId);
     if (ctx.caller.kind === "anonymous" && !ANONYMOUS.test(c.req.path)) throw new UnauthorizedError();
+    // Who may call comes before what was sent: a workspace user (or a read-only key writing)
+    // hears 403 from an admin operation, whatever the body.
+    const { method, path } = c.req;
+    if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) {
+      requireAdmin(ctx, method !== "GET" && method !== "HEAD");
+    }
     c.set("workspace", ctx);
     await limitRequestBody(c, next);
   });
