@@ -20,7 +20,7 @@ import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
 import { limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
-import { AppError, type ErrorCode, errorBody } from "./http/errors.ts";
+import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
 import { requirePrincipal } from "./http/principal.ts";
 import { applyRateDecision, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
@@ -29,6 +29,8 @@ import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
+const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
 /** Paths outside authentication, each rate-limited in a bucket of its own per address. */
 const PUBLIC_PATHS = new Set(["/api/health"]);
 
@@ -106,7 +108,16 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     applyRateDecision(c, decision instanceof Promise ? await decision : decision);
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
-    if (!c.get("principal") && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
+    const principal = c.get("principal");
+    if (!principal && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
+    // Likewise authorization, where it needs nothing but the request: a read-only key writing
+    // to its own org is 403 whatever the body (to another org it is 404, found out later).
+    if (principal?.type === "api_key" && principal.scope === "read-only" && !READ_METHODS.has(c.req.method)) {
+      const own = `/api/org/${principal.org.slug}`;
+      if (c.req.path === own || c.req.path.startsWith(`${own}/`)) {
+        throw new ForbiddenError("a read-only API key may only read");
+      }
+    }
     return limitRequestBody(c, next);
   });
 

@@ -439,6 +439,14 @@ describe("key scopes", () => {
     await expectUnchanged();
   });
 
+  it("refuses a read-only key's write with 403 before looking at the body", async () => {
+    await expectAllForbidden(keys["read-only"].token, [
+      ["POST", `/org/${slug}/api-keys`, {}],
+      ["POST", `/org/${slug}/projects`, { name: "" }],
+      ["PATCH", `/org/${slug}`, { name: "x" }],
+    ]);
+  });
+
   it("refuses admin writes to a deploy key with 403", async () => {
     await expectAllForbidden(keys.deploy.token, writes());
     await expectUnchanged();
