@@ -70,6 +70,25 @@ async function getAccount(cookie: string): Promise<any> {
   return res.body.account;
 }
 
+describe("the session cookie behind an https PUBLIC_URL", () => {
+  it("is still named <prefix>.session_token, and marked Secure", async () => {
+    const secure = await startApp({ PUBLIC_URL: "https://plinth.example.test", COOKIE_PREFIX: "acme" });
+    try {
+      const res = await call(secure, "POST", "/auth/sign-up/email", {
+        body: { email: uniqueEmail("https"), password: PASSWORD, name: "H" },
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const setCookie = res.headers.getSetCookie().find((c) => c.includes("session_token="));
+      expect(setCookie).toMatch(/^acme\.session_token=/);
+      expect(setCookie).toMatch(/;\s*Secure/i);
+      const cookie = (setCookie as string).split(";")[0] as string;
+      expect((await call(secure, "GET", "/account", { cookie })).status).toBe(200);
+    } finally {
+      await secure.close();
+    }
+  });
+});
+
 describe("POST /auth/sign-up/email", () => {
   it("creates the account, signs it in and sets the session cookie", async () => {
     const email = uniqueEmail("signup");

@@ -34,6 +34,11 @@ export function createAuth({ db, dialect, config, secret, log }: AuthOptions) {
     telemetry: { enabled: false },
     advanced: {
       cookiePrefix: config.cookiePrefix,
+      // The session cookie is `<prefix>.session_token` on every deployment (SPEC); better-auth
+      // would name it `__Secure-<prefix>.session_token` behind an https PUBLIC_URL. It is still
+      // marked Secure there.
+      useSecureCookies: false,
+      defaultCookieAttributes: { secure: config.publicUrl.startsWith("https://") },
       // Plinth checks Origin itself on every cookie-authenticated write (http/same-origin.ts), the
       // same way for its own routes and these; better-auth's check would also refuse API clients
       // that send no Origin at all, such as curl and CI scripts holding a session cookie.
