@@ -1,19 +1,34 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+
+/** better-auth's own floor for a secret's length (AUTH_SECRET is held to it too). */
+const MIN_SECRET_LENGTH = 32;
 
 /**
  * The configured AUTH_SECRET, or one generated on first start and kept in DATA_DIR so sessions
- * survive restarts. Several processes racing to create it all end up reading the same file.
+ * survive restarts. The file appears whole or not at all (written aside, then linked into place,
+ * which fails if it exists), so processes racing to create it all read the one that won; a file
+ * too short to be a secret stops the process instead of signing sessions with it.
  */
 export function resolveAuthSecret(configured: string | undefined, dataDir: string): string {
   if (configured) return configured;
   const file = path.join(dataDir, "auth-secret");
   mkdirSync(dataDir, { recursive: true });
+  const draft = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
   try {
-    writeFileSync(file, randomBytes(32).toString("hex"), { flag: "wx", mode: 0o600 });
+    writeFileSync(draft, randomBytes(32).toString("hex"), { flag: "wx", mode: 0o600 });
+    linkSync(draft, file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  } finally {
+    rmSync(draft, { force: true });
   }
-  return readFileSync(file, "utf8").trim();
+  const secret = readFileSync(file, "utf8").trim();
+  if (secret.length < MIN_SECRET_LENGTH) {
+    throw new Error(
+      `${file} holds no usable secret (fewer than ${MIN_SECRET_LENGTH} characters): delete it to have one generated, or set AUTH_SECRET`,
+    );
+  }
+  return secret;
 }
