@@ -1,16 +1,36 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 
 const booleanFlag = z
   .enum(["true", "false", "1", "0", "yes", "no"])
   .transform((value) => value === "true" || value === "1" || value === "yes");
 
-const positiveInt = z.coerce.number().int().positive();
-const nonNegativeInt = z.coerce.number().int().min(0);
+/** A whole number written in decimal digits (not "0x1F", " " or "1e3"), at most `max`. */
+const wholeNumber = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number in decimal digits")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+/** Node's timers hold at most 2^31 − 1 ms (~24.8 days); a larger delay fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+const positiveInt = wholeNumber(1, Number.MAX_SAFE_INTEGER);
+const nonNegativeInt = wholeNumber(0, Number.MAX_SAFE_INTEGER);
+const milliseconds = (min: number) => wholeNumber(min, MAX_TIMER_MS);
+/** Up to ten years. */
+const days = (min: number) => wholeNumber(min, 3650);
+
+export const REGIONS = ["ist", "fra", "ams", "lhr", "sjc", "iad", "sin", "syd"] as const;
+const HOSTNAME = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/;
+const MAILBOX = /^([^<>]*<[^\s@<>]+@[^\s@<>]+>|[^\s@<>]+@[^\s@<>]+)$/;
 
 const EnvSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  HOST: z.string().min(1).default("0.0.0.0"),
-  PUBLIC_URL: z.url().optional(),
+  PORT: wholeNumber(0, 65535).default(8080),
+  HOST: z
+    .string()
+    .refine((host) => isIP(host) !== 0 || HOSTNAME.test(host), "must be an IP address or a host name")
+    .default("0.0.0.0"),
+  PUBLIC_URL: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).optional(),
   DATA_DIR: z.string().min(1).default("./data"),
   DATABASE_URL: z
     .string()
@@ -26,28 +46,33 @@ const EnvSchema = z.object({
     .regex(/^[A-Za-z0-9_-]{1,32}$/)
     .default("plinth"),
   SMTP_URL: z
-    .string()
-    .regex(/^smtps?:\/\//, "must be an smtp:// or smtps:// URL")
+    .url({ protocol: /^smtps?$/, hostname: /./, message: "must be an smtp:// or smtps:// URL with a host" })
     .optional(),
-  MAIL_FROM: z.string().min(3).default("Plinth <no-reply@plinth.local>"),
+  MAIL_FROM: z
+    .string()
+    .regex(MAILBOX, "must be an address, or a name and <address>")
+    .default("Plinth <no-reply@plinth.local>"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   RATE_LIMIT_PER_MINUTE: positiveInt.default(600),
   AUTH_RATE_LIMIT_PER_MINUTE: positiveInt.default(20),
   TRUST_PROXY: booleanFlag.default(false),
-  INVITATION_TTL_DAYS: positiveInt.default(7),
-  SHUTDOWN_TIMEOUT_MS: nonNegativeInt.default(10_000),
+  INVITATION_TTL_DAYS: days(1).default(7),
+  SHUTDOWN_TIMEOUT_MS: milliseconds(0).default(10_000),
   WORKERS: nonNegativeInt.default(8),
-  WORKER_POLL_MS: positiveInt.default(1_000),
+  WORKER_POLL_MS: milliseconds(1).default(1_000),
   WORKER_THREAD: booleanFlag.default(true),
   SERVED_REGIONS: z
     .string()
-    .regex(/^[a-z]{3}(,[a-z]{3})*$/, "must be a comma-separated list of region codes")
-    .default("ist,fra,ams,lhr,sjc,iad,sin,syd"),
-  PROJECT_PURGE_DAYS: nonNegativeInt.default(7),
-  WEBHOOK_TIMEOUT_MS: positiveInt.default(10_000),
-  WEBHOOK_MAX_ATTEMPTS: positiveInt.default(10),
-  WEBHOOK_BACKOFF_BASE_MS: positiveInt.default(5_000),
-  WEBHOOK_DELIVERIES_RETENTION_DAYS: nonNegativeInt.default(30),
+    .refine(
+      (list) => list.split(",").every((region) => (REGIONS as readonly string[]).includes(region)),
+      `must be a comma-separated list of region codes (${REGIONS.join(", ")})`,
+    )
+    .default(REGIONS.join(",")),
+  PROJECT_PURGE_DAYS: days(0).default(7),
+  WEBHOOK_TIMEOUT_MS: milliseconds(1).default(10_000),
+  WEBHOOK_MAX_ATTEMPTS: wholeNumber(1, 1000).default(10),
+  WEBHOOK_BACKOFF_BASE_MS: milliseconds(1).default(5_000),
+  WEBHOOK_DELIVERIES_RETENTION_DAYS: days(0).default(30),
   WEBHOOK_CONCURRENCY: positiveInt.default(256),
   ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),

@@ -32,7 +32,16 @@ async function main(argv: string[]): Promise<void> {
     throw error;
   }
   const log = createLogger(config);
-  const running = command === "worker" ? await startWorker({ config, log }) : await startServer({ config, log });
+  let running: Awaited<ReturnType<typeof startServer | typeof startWorker>>;
+  try {
+    running = command === "worker" ? await startWorker({ config, log }) : await startServer({ config, log });
+  } catch (error) {
+    // Most often the environment: an address to listen on that cannot be had (HOST, PORT), a
+    // DATA_DIR that cannot be written, a database that cannot be reached (DATABASE_URL).
+    log.fatal({ err: error }, "could not start");
+    console.error(`plinth: could not start: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  }
   const shutdown = (signal: string) => {
     log.info({ signal }, "shutting down");
     running.close().then(

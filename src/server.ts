@@ -55,11 +55,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const app = createApp({ deps, auth, limiter, workspace: { deps, auth, databases, dispatcher, limiter } });
 
   const inFlight = new InFlight();
-  const server = await new Promise<HttpServer>((resolve) => {
+  const server = await new Promise<HttpServer>((resolve, reject) => {
     // This server is HTTP/1.1, so the bindings are always the node:http request and response.
     const fetch = (request: Request, env: HttpBindings | Http2Bindings) =>
       inFlight.track(() => app.fetch(request, env as HttpBindings));
     const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
+    // The address is taken, or HOST is not an address of this machine.
+    s.once("error", (error) => reject(new Error(`cannot listen on ${config.host}:${config.port}: ${error.message}`)));
   });
   const port = (server.address() as AddressInfo).port;
   log.info(

@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../src/config.ts";
+
+/** The message loadConfig refuses `env` with (it must name the variable). */
+function refusal(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+}
+
+describe("configuration", () => {
+  it("takes the defaults, and counts empty values as unset", () => {
+    const config = loadConfig({ PORT: "", WORKERS: "" });
+    expect(config).toMatchObject({ port: 8080, workers: 8, host: "0.0.0.0", webhookTimeoutMs: 10_000 });
+    expect(config.servedRegions).toEqual(["ist", "fra", "ams", "lhr", "sjc", "iad", "sin", "syd"]);
+  });
+
+  it.each([
+    ["PORT", "abc"],
+    ["PORT", " "],
+    ["PORT", "0x1F98"],
+    ["PORT", "70000"],
+    ["WORKERS", " "],
+    ["WEBHOOK_MAX_ATTEMPTS", "0"],
+    ["RATE_LIMIT_PER_MINUTE", "-1"],
+    ["LOG_LEVEL", "loud"],
+    ["HOST", "not..a..host"],
+    ["PUBLIC_URL", "ftp://example.com"],
+    ["DATABASE_URL", "mysql://x"],
+    ["SMTP_URL", "smtp://"],
+    ["MAIL_FROM", "garbage"],
+    ["SERVED_REGIONS", "xyz"],
+    ["SERVED_REGIONS", "fra,,ams"],
+    ["INVITATION_TTL_DAYS", "999999999"],
+    ["WEBHOOK_TIMEOUT_MS", "3000000000"],
+    ["SHUTDOWN_TIMEOUT_MS", "99999999999"],
+    ["WORKER_THREAD", "maybe"],
+  ])("refuses %s=%j, naming it", (name, value) => {
+    expect(refusal({ [name]: value })).toContain(`${name}:`);
+  });
+
+  it("takes good values of the same variables", () => {
+    const config = loadConfig({
+      PORT: "8088",
+      HOST: "::1",
+      PUBLIC_URL: "https://plinth.example.com/",
+      SMTP_URL: "smtps://user:pass@mail.example.com:465",
+      MAIL_FROM: "Ops <ops@example.com>",
+      SERVED_REGIONS: "fra,ams",
+      WEBHOOK_TIMEOUT_MS: "2147483647",
+      INVITATION_TTL_DAYS: "30",
+    });
+    expect(config).toMatchObject({
+      port: 8088,
+      host: "::1",
+      publicUrl: "https://plinth.example.com",
+      mailFrom: "Ops <ops@example.com>",
+      servedRegions: ["fra", "ams"],
+      webhookTimeoutMs: 2_147_483_647,
+      invitationTtlDays: 30,
+    });
+  });
+});
