@@ -236,6 +236,44 @@ describe("leases", () => {
     await worker.stop(50);
     expect(await onlyJob()).toMatchObject({ status: "pending", attempts: 0, locked_by: null, lease_until: null });
   });
+
+  it("aborts batch jobs still running when the grace period ends, records nothing of them, and hands them back", async () => {
+    let started = 0;
+    let aborted = 0;
+    let recorded = 0;
+    const worker = await runWorker({
+      "test.hang": {
+        batchSize: 4,
+        maxInFlight: 4,
+        async handleBatch(runs) {
+          started += runs.length;
+          return runs.map(
+            ({ signal }) =>
+              new Promise((resolve) => {
+                // Like an outbound request: it ends when its signal aborts, and not before.
+                signal.addEventListener("abort", () => {
+                  aborted++;
+                  resolve({ error: new Error("aborted"), data: 1 });
+                });
+              }),
+          );
+        },
+        async record() {
+          recorded++;
+        },
+      },
+    });
+    await deps.jobs.enqueue(deps.db, { kind: "test.hang", payload: {}, timeoutMs: 60_000 });
+    await until(() => started === 1);
+    workers.splice(workers.indexOf(worker), 1);
+    const stopping = Date.now();
+    await worker.stop(100);
+    expect(Date.now() - stopping).toBeLessThan(2_000);
+    expect(aborted).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(recorded).toBe(0);
+    expect(await onlyJob()).toMatchObject({ status: "pending", attempts: 0, locked_by: null, last_error: null });
+  });
 });
 
 describe("recurring jobs", () => {

@@ -79,21 +79,29 @@ export type JobHandlers = Record<string, JobHandler>;
 type JobOrigin = "claimed" | "committed" | "unknown";
 
 /**
- * A job's deadline: a signal aborted and a promise rejected once `timeoutMs` has passed. Call
- * `clear` when the work is done.
+ * A job's deadline: a signal aborted and a promise rejected once `timeoutMs` has passed, or as
+ * soon as `halt` aborts (the worker forced to stop). Call `clear` when the work is done.
  */
-function jobDeadline(timeoutMs: number) {
+function jobDeadline(timeoutMs: number, halt: AbortSignal) {
   const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
+  let onHalt: (() => void) | undefined;
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
+    const end = (reason: string) => {
       controller.abort();
-      reject(new Error(`job timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
+      reject(new Error(reason));
+    };
+    timer = setTimeout(() => end(`job timed out after ${timeoutMs} ms`), timeoutMs);
+    onHalt = () => end("the worker stopped before the job finished");
+    halt.addEventListener("abort", onHalt, { once: true });
   });
   // Raced against the work; nobody need be listening when it fires.
   expired.catch(() => {});
-  return { signal: controller.signal, expired, clear: () => clearTimeout(timer) };
+  const clear = () => {
+    clearTimeout(timer);
+    if (onHalt) halt.removeEventListener("abort", onHalt);
+  };
+  return { signal: controller.signal, expired, clear };
 }
 
 function isBatchHandler(handler: JobHandler): handler is BatchJobHandler {
@@ -132,6 +140,8 @@ const SCHEDULE_TICK_MS = 15_000;
 const MAX_ERROR_LENGTH = 2_000;
 /** How long finished batch jobs wait for company before their group commit. */
 const GROUP_COMMIT_WINDOW_MS = 10;
+/** How long jobs aborted at the end of a stop's grace period get to wind down. */
+const HALT_SETTLE_MS = 500;
 /** Most jobs of a batchable kind claimed in one transaction. */
 const MAX_BATCH_CLAIM = 256;
 
@@ -155,6 +165,11 @@ export class Worker implements LocalTaker {
   private finished: Finished[] = [];
   private flushing: Promise<void> | undefined;
   private stopping = false;
+  /**
+   * Aborted when `stop`'s grace period ends with jobs still running: their signals abort, and
+   * what they finish after that is not recorded (their leases are handed back instead).
+   */
+  private readonly halt = new AbortController();
   private loopDone: Promise<void> | undefined;
   private wakeUp: (() => void) | undefined;
   private woken = false;
@@ -176,6 +191,8 @@ export class Worker implements LocalTaker {
     private readonly options: WorkerOptions,
   ) {
     this.pollMs = options.pollMs ?? 1_000;
+    // Every running job's deadline listens on it.
+    setMaxListeners(0, this.halt.signal);
     const entries = Object.entries(handlers);
     this.batchKinds = new Map(
       entries.flatMap(
@@ -197,7 +214,11 @@ export class Worker implements LocalTaker {
     this.loopDone = this.loop();
   }
 
-  /** Stops claiming, waits up to `graceMs` for running jobs, then hands unfinished ones back. */
+  /**
+   * Stops claiming, waits up to `graceMs` for running jobs, then aborts what still runs (their
+   * signals fire, so an outbound request ends at once), records none of it, and hands those jobs
+   * back for another worker to run.
+   */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
     this.deps.jobs.setLocalTaker(undefined);
@@ -205,18 +226,26 @@ export class Worker implements LocalTaker {
     this.unsubscribe?.();
     this.wake();
     await this.loopDone;
-    if (this.running.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.allSettled(this.running.values()),
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, graceMs);
-        }),
-      ]);
-      clearTimeout(timer);
+    if (!(await this.settled(graceMs))) {
+      this.halt.abort();
+      await this.settled(HALT_SETTLE_MS);
     }
     await this.releaseLeases();
     await this.listener?.end().catch(() => {});
+  }
+
+  /** Whether every running job ended within `ms`. */
+  private async settled(ms: number): Promise<boolean> {
+    if (this.running.size === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      Promise.allSettled(this.running.values()).then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      }),
+    ]);
+    clearTimeout(timer);
+    return ended;
   }
 
   /**
@@ -422,7 +451,7 @@ export class Worker implements LocalTaker {
 
   /** Runs `work` with an AbortSignal that fires after `timeoutMs`; rejects then too. */
   private async withTimeout<T>(timeoutMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const deadline = jobDeadline(timeoutMs);
+    const deadline = jobDeadline(timeoutMs, this.halt.signal);
     try {
       return await Promise.race([work(deadline.signal), deadline.expired]);
     } finally {
@@ -462,7 +491,10 @@ export class Worker implements LocalTaker {
     const jobs = origin === "unknown" && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
     this.countInFlight(kind, jobs.length - claimed.length);
     if (jobs.length === 0) return;
-    const { signal, expired: deadline, clear } = jobDeadline(Math.max(...jobs.map((job) => job.timeout_ms)));
+    const { signal, expired: deadline, clear } = jobDeadline(
+      Math.max(...jobs.map((job) => job.timeout_ms)),
+      this.halt.signal,
+    );
     // A batch's jobs all listen on this one signal.
     setMaxListeners(0, signal);
     const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));
@@ -519,6 +551,8 @@ export class Worker implements LocalTaker {
 
   /** Queues a finished batch job for the next group commit; resolves once it is written. */
   private commit(job: Job, outcome: Outcome, data: unknown): Promise<void> {
+    // Halted: the job's lease is handed back, and another worker runs it again.
+    if (this.halt.signal.aborted) return Promise.resolve();
     return new Promise((done) => {
       this.finished.push({ job, outcome, data, done });
       if (!this.flushing) this.flushing = this.flush();
@@ -601,6 +635,7 @@ export class Worker implements LocalTaker {
 
   /** Records the outcome, if this worker still holds the job's lease. */
   private async settle(job: Job, outcome: Outcome): Promise<void> {
+    if (this.halt.signal.aborted) return;
     try {
       await this.settleAll(this.deps.db, [job], [outcome]);
     } catch (error) {
