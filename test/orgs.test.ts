@@ -677,6 +677,15 @@ describe("a delete overlapping other writes to the org", () => {
     for (let round = 0; round < 4; round++) {
       const org = await createOrg(app, owner, `Raced ${tag()}`);
       const as = { cookie: owner.cookie };
+      // Rows the org has already, which the delete and the other writes both lock.
+      const early = await call(app, "POST", `/org/${org.slug}/projects`, { ...as, body: { name: "Early" } });
+      const doomed = await call(app, "POST", `/org/${org.slug}/projects`, { ...as, body: { name: "Doomed" } });
+      const invited = await call(app, "POST", `/org/${org.slug}/invitations`, {
+        ...as,
+        body: { email: `raced-${tag()}@example.test`, role: "viewer" },
+      });
+      expect([early.status, doomed.status, invited.status]).toEqual([201, 201, 201]);
+      const projectPath = (p: CallResult) => `/org/${org.slug}/projects/${p.body.project.slug}`;
       const results = await Promise.all([
         call(app, "DELETE", `/org/${org.slug}`, as),
         call(app, "PATCH", `/org/${org.slug}`, { ...as, body: { name: "Renamed" } }),
@@ -684,6 +693,10 @@ describe("a delete overlapping other writes to the org", () => {
         call(app, "POST", `/org/${org.slug}/projects`, { ...as, body: { name: "Late One" } }),
         call(app, "POST", `/org/${org.slug}/projects`, { ...as, body: { name: "Late Two" } }),
         call(app, "POST", `/org/${org.slug}/api-keys`, { ...as, body: { name: "late", scope: "full" } }),
+        call(app, "PATCH", projectPath(early), { ...as, body: { name: "Early Renamed" } }),
+        call(app, "PATCH", projectPath(early), { ...as, body: { environment: "staging" } }),
+        call(app, "DELETE", projectPath(doomed), as),
+        call(app, "POST", `/org/${org.slug}/members/${invited.body.invite.id}/resend`, as),
       ]);
       expect(results[0]?.status).toBe(200);
       for (const res of results.slice(1)) expect([200, 201, 404], JSON.stringify(res.body)).toContain(res.status);

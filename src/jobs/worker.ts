@@ -491,10 +491,11 @@ export class Worker implements LocalTaker {
     const jobs = origin === "unknown" && !handler.findsOwnRows ? await this.committed(claimed) : claimed;
     this.countInFlight(kind, jobs.length - claimed.length);
     if (jobs.length === 0) return;
-    const { signal, expired: deadline, clear } = jobDeadline(
-      Math.max(...jobs.map((job) => job.timeout_ms)),
-      this.halt.signal,
-    );
+    const {
+      signal,
+      expired: deadline,
+      clear,
+    } = jobDeadline(Math.max(...jobs.map((job) => job.timeout_ms)), this.halt.signal);
     // A batch's jobs all listen on this one signal.
     setMaxListeners(0, signal);
     const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

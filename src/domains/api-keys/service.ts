@@ -12,7 +12,7 @@ import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
-import { authorize } from "../orgs/access.ts";
+import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { ORG_COLUMNS } from "../orgs/records.ts";
 import type { ApiKeyInput, ApiKeySchema } from "./schemas.ts";
 
@@ -56,7 +56,7 @@ export async function createApiKey({ ctx, input }: { ctx: OrgCtx; input: z.infer
     created_by: actorOf(ctx.principal).id,
     revoked_at: null,
   };
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     await trx.insertInto("api_keys").values(row).execute();
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
@@ -85,7 +85,7 @@ export async function listApiKeys({ ctx }: { ctx: OrgCtx }) {
 export async function revokeApiKey({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "api_keys:manage");
   const at = ctx.deps.clock.now().toISOString();
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     const key = await trx
       .updateTable("api_keys")
       .set({ revoked_at: at })

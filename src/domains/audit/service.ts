@@ -2,7 +2,7 @@ import { type Selectable, sql } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { AuditEventsTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import { NotFoundError, ValidationError } from "../../http/errors.ts";
+import { ValidationError } from "../../http/errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
@@ -19,24 +19,9 @@ export interface AuditEntry {
   data?: Record<string, unknown>;
 }
 
-/**
- * Writes one audit row. Call it inside the transaction of the mutation it records.
- *
- * Every mutation in an org records one, so this is also where the mutation makes sure its org
- * still exists: the org was read when the request began, and a delete may have committed since.
- * On PostgreSQL the org row is share-locked, so a delete waits for this transaction (and then
- * removes what it wrote, such as a new project) or this one waits for the delete and fails with
- * 404; on SQLite transactions do not overlap, and the read sees any delete that came first.
- */
+/** Writes one audit row. Call it inside the transaction of the mutation it records. */
 export async function recordAudit(db: Db, ctx: Ctx, entry: AuditEntry): Promise<void> {
-  if (entry.orgId !== null && entry.action !== "org.deleted") await assertOrgLive(db, ctx.deps, entry.orgId);
   await writeAudit(db, ctx.deps.clock.now(), actorOf(ctx.principal), ctx.ip, entry);
-}
-
-async function assertOrgLive(db: Db, deps: Deps, orgId: string): Promise<void> {
-  let query = db.selectFrom("orgs").select("id").where("id", "=", orgId).where("deleted_at", "is", null);
-  if (deps.dialect === "postgres") query = query.forShare();
-  if (!(await query.executeTakeFirst())) throw new NotFoundError("organization not found");
 }
 
 export type AuditActor = { type: string; id: string; email: string | null };

@@ -8,7 +8,7 @@ import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
-import { authorize } from "../orgs/access.ts";
+import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { sendTestDelivery } from "../webhooks/delivery.ts";
 import { orgEventPattern } from "../webhooks/schemas.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
@@ -105,7 +105,7 @@ export async function createIntegration({ ctx, input }: { ctx: OrgCtx; input: z.
     updated_at: now.toISOString(),
     deleted_at: null,
   };
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     await trx.insertInto("integrations").values(row).execute();
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
@@ -163,7 +163,7 @@ export async function updateIntegration({
   if (input.events !== undefined) {
     changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;
   }
-  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+  const updated = await inOrgTransaction(ctx, async (trx) => {
     const row = await trx
       .updateTable("integrations")
       .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
@@ -184,7 +184,7 @@ export async function updateIntegration({
 export async function deleteIntegration({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "integrations:manage");
   const current = await findIntegration(ctx, id);
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     await trx
       .updateTable("integrations")
       .set({ deleted_at: ctx.deps.clock.now().toISOString() })

@@ -8,7 +8,7 @@ import { newId } from "../../lib/ids.ts";
 import { randomToken, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
-import { authorize, orgNotFound, type Role } from "../orgs/access.ts";
+import { authorize, inOrgTransaction, orgNotFound, type Role } from "../orgs/access.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { InviteInput, MemberSchema } from "./schemas.ts";
 
@@ -90,14 +90,11 @@ function requireOwner(ctx: OrgCtx): void {
 }
 
 /**
- * Takes the org's row lock for the rest of the transaction (PostgreSQL; SQLite runs one write
- * transaction at a time) and re-reads the caller's role under it. Membership changes run one
+ * Re-reads the caller's role inside a transaction that holds the org's row lock (an exclusive
+ * `inOrgTransaction`; SQLite runs one write transaction at a time). Membership changes run one
  * after another per org, so two owners demoting each other cannot both pass the last-owner check.
  */
 async function lockOrgMembership(trx: Db, ctx: OrgCtx): Promise<OrgCtx> {
-  if (ctx.deps.dialect === "postgres") {
-    await trx.selectFrom("orgs").select("id").where("id", "=", ctx.org.id).forUpdate().execute();
-  }
   if (ctx.principal.type !== "account") return ctx;
   const current = await trx
     .selectFrom("memberships")
@@ -136,77 +133,85 @@ async function findPendingInvitation(db: Db, orgId: string, id: string) {
 export async function changeMemberRole({ ctx, id, role }: { ctx: OrgCtx; id: string; role: Role }): Promise<void> {
   authorize(ctx, "members:manage");
   const at = ctx.deps.clock.now().toISOString();
-  await ctx.deps.db.transaction().execute(async (trx) => {
-    ctx = await lockOrgMembership(trx, ctx);
-    authorize(ctx, "members:manage");
-    if (isInvitationId(id)) {
-      const invitation = await findPendingInvitation(trx, ctx.org.id, id);
-      if (!invitation) throw new NotFoundError("member not found");
-      if (role === "owner") {
-        throw new ValidationError([{ path: "role", message: "invitations can assign admin, developer or viewer" }]);
+  await inOrgTransaction(
+    ctx,
+    async (trx) => {
+      ctx = await lockOrgMembership(trx, ctx);
+      authorize(ctx, "members:manage");
+      if (isInvitationId(id)) {
+        const invitation = await findPendingInvitation(trx, ctx.org.id, id);
+        if (!invitation) throw new NotFoundError("member not found");
+        if (role === "owner") {
+          throw new ValidationError([{ path: "role", message: "invitations can assign admin, developer or viewer" }]);
+        }
+        await trx.updateTable("invitations").set({ role, updated_at: at }).where("id", "=", id).execute();
+        await recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "invitation.role_changed",
+          target: { type: "invitation", id },
+          data: { email: invitation.email, from: invitation.role, to: role },
+        });
+        return;
       }
-      await trx.updateTable("invitations").set({ role, updated_at: at }).where("id", "=", id).execute();
+      const member = await findMembership(trx, ctx.org.id, id);
+      if (!member) throw new NotFoundError("member not found");
+      if (role === "owner" || member.role === "owner") requireOwner(ctx);
+      if (member.role === role) return;
+      if (member.role === "owner" && (await ownerCount(trx, ctx.org.id)) <= 1) {
+        throw new ConflictError("the last owner cannot be demoted; make another member owner first");
+      }
+      await trx.updateTable("memberships").set({ role, updated_at: at }).where("id", "=", id).execute();
       await recordAudit(trx, ctx, {
         orgId: ctx.org.id,
-        action: "invitation.role_changed",
-        target: { type: "invitation", id },
-        data: { email: invitation.email, from: invitation.role, to: role },
+        action: "member.role_changed",
+        target: { type: "member", id },
+        data: { accountId: member.account_id, from: member.role, to: role },
       });
-      return;
-    }
-    const member = await findMembership(trx, ctx.org.id, id);
-    if (!member) throw new NotFoundError("member not found");
-    if (role === "owner" || member.role === "owner") requireOwner(ctx);
-    if (member.role === role) return;
-    if (member.role === "owner" && (await ownerCount(trx, ctx.org.id)) <= 1) {
-      throw new ConflictError("the last owner cannot be demoted; make another member owner first");
-    }
-    await trx.updateTable("memberships").set({ role, updated_at: at }).where("id", "=", id).execute();
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: "member.role_changed",
-      target: { type: "member", id },
-      data: { accountId: member.account_id, from: member.role, to: role },
-    });
-  });
+    },
+    { exclusive: true },
+  );
 }
 
 /** Removes a member (anyone may remove themselves) or revokes a pending invitation. */
 export async function removeMember({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   const at = ctx.deps.clock.now().toISOString();
-  await ctx.deps.db.transaction().execute(async (trx) => {
-    ctx = await lockOrgMembership(trx, ctx);
-    if (isInvitationId(id)) {
-      authorize(ctx, "members:manage");
-      const invitation = await findPendingInvitation(trx, ctx.org.id, id);
-      if (!invitation) throw new NotFoundError("member not found");
-      await trx.updateTable("invitations").set({ status: "revoked", updated_at: at }).where("id", "=", id).execute();
+  await inOrgTransaction(
+    ctx,
+    async (trx) => {
+      ctx = await lockOrgMembership(trx, ctx);
+      if (isInvitationId(id)) {
+        authorize(ctx, "members:manage");
+        const invitation = await findPendingInvitation(trx, ctx.org.id, id);
+        if (!invitation) throw new NotFoundError("member not found");
+        await trx.updateTable("invitations").set({ status: "revoked", updated_at: at }).where("id", "=", id).execute();
+        await recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "invitation.revoked",
+          target: { type: "invitation", id },
+          data: { email: invitation.email },
+        });
+        return;
+      }
+      const member = await findMembership(trx, ctx.org.id, id);
+      const leaving = ctx.principal.type === "account" && member?.account_id === ctx.principal.accountId;
+      if (!leaving) authorize(ctx, "members:manage");
+      if (!member) throw new NotFoundError("member not found");
+      if (member.role === "owner") {
+        if (!leaving) requireOwner(ctx);
+        if ((await ownerCount(trx, ctx.org.id)) <= 1) {
+          throw new ConflictError("the last owner cannot leave or be removed; make another member owner first");
+        }
+      }
+      await trx.deleteFrom("memberships").where("id", "=", id).execute();
       await recordAudit(trx, ctx, {
         orgId: ctx.org.id,
-        action: "invitation.revoked",
-        target: { type: "invitation", id },
-        data: { email: invitation.email },
+        action: leaving ? "member.left" : "member.removed",
+        target: { type: "member", id },
+        data: { accountId: member.account_id, role: member.role },
       });
-      return;
-    }
-    const member = await findMembership(trx, ctx.org.id, id);
-    const leaving = ctx.principal.type === "account" && member?.account_id === ctx.principal.accountId;
-    if (!leaving) authorize(ctx, "members:manage");
-    if (!member) throw new NotFoundError("member not found");
-    if (member.role === "owner") {
-      if (!leaving) requireOwner(ctx);
-      if ((await ownerCount(trx, ctx.org.id)) <= 1) {
-        throw new ConflictError("the last owner cannot leave or be removed; make another member owner first");
-      }
-    }
-    await trx.deleteFrom("memberships").where("id", "=", id).execute();
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: leaving ? "member.left" : "member.removed",
-      target: { type: "member", id },
-      data: { accountId: member.account_id, role: member.role },
-    });
-  });
+    },
+    { exclusive: true },
+  );
 }
 
 /** A token hash nobody holds a token for: an invitation's link is minted only when its mail goes out. */
@@ -225,7 +230,7 @@ async function queueInvitationMail(trx: Db, ctx: OrgCtx, invitationId: string): 
 
 export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof InviteInput> }) {
   authorize(ctx, "members:manage");
-  const { db, clock, config } = ctx.deps;
+  const { clock, config } = ctx.deps;
   const email = normalizeEmail(input.email);
   const now = clock.now();
   const at = now.toISOString();
@@ -233,7 +238,7 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
   const id = newId("inv", now);
 
   try {
-    await db.transaction().execute(async (trx) => {
+    await inOrgTransaction(ctx, async (trx) => {
       const existingMember = await trx
         .selectFrom("memberships")
         .innerJoin("users", "users.id", "memberships.account_id")
@@ -310,7 +315,7 @@ export async function resendInvitation({ ctx, id }: { ctx: OrgCtx; id: string })
   const now = clock.now();
   const at = now.toISOString();
   const expiresAt = new Date(now.getTime() + config.invitationTtlDays * DAY_MS).toISOString();
-  await db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     const found = await findPendingInvitation(trx, ctx.org.id, id);
     if (!found) throw new NotFoundError("member not found");
     await trx

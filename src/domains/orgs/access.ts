@@ -1,6 +1,8 @@
+import type { Db } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { ForbiddenError, NotFoundError } from "../../http/errors.ts";
 import type { KeyScope, Principal } from "../../http/principal.ts";
+import type { OrgCtx } from "../context.ts";
 import { ORG_COLUMNS, type OrgRow } from "./records.ts";
 
 export const ROLES = ["owner", "admin", "developer", "viewer"] as const;
@@ -104,4 +106,28 @@ export function authorize(access: OrgAccess, permission: PermissionName): void {
   if (!hasRole(access.role, rule.role)) {
     throw new ForbiddenError(`this operation needs the ${rule.role} role or higher`);
   }
+}
+
+/**
+ * Runs a change to an org's data in a transaction that first makes sure the org still exists: it
+ * was read when the request began, and a delete may have committed since (404 then). On
+ * PostgreSQL the org row is share-locked before anything else, so a change and a delete of its
+ * org always take their locks in one order (org first) and run one after the other: the delete
+ * sees what the change wrote (a new project, say) and removes it with the org. SQLite runs one
+ * transaction at a time, and the read sees any delete that came first.
+ */
+export function inOrgTransaction<T>(
+  ctx: OrgCtx,
+  work: (trx: Db) => Promise<T>,
+  options: { exclusive?: boolean } = {},
+): Promise<T> {
+  return ctx.deps.db.transaction().execute(async (trx) => {
+    let live = trx.selectFrom("orgs").select("id").where("id", "=", ctx.org.id).where("deleted_at", "is", null);
+    // `exclusive`: changes that run one at a time per org (membership changes, choosing a
+    // project's slug) or update the org row take the row lock at once: two of them holding a
+    // share lock and each waiting to upgrade it would deadlock.
+    if (ctx.deps.dialect === "postgres") live = options.exclusive ? live.forUpdate() : live.forShare();
+    if (!(await live.executeTakeFirst())) throw orgNotFound();
+    return work(trx);
+  });
 }

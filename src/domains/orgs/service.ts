@@ -12,7 +12,7 @@ import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { deleteOrgProjects, projectSummaries } from "../projects/service.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
-import { authorize, type Role } from "./access.ts";
+import { authorize, inOrgTransaction, type Role } from "./access.ts";
 import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
 import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
 
@@ -164,22 +164,26 @@ export async function updateOrg({
   if (Object.keys(changes).length === 0) return { org: toOrg(org) };
 
   const updatedAt = ctx.deps.clock.now().toISOString();
-  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
-    const row = await trx
-      .updateTable("orgs")
-      .set({ ...changes, updated_at: updatedAt })
-      .where("id", "=", org.id)
-      .where("deleted_at", "is", null)
-      .returning(ORG_COLUMNS)
-      .executeTakeFirstOrThrow();
-    await recordAudit(trx, ctx, {
-      orgId: org.id,
-      action: "org.updated",
-      target: { type: "org", id: org.id },
-      data: changed,
-    });
-    return row;
-  });
+  const updated = await inOrgTransaction(
+    ctx,
+    async (trx) => {
+      const row = await trx
+        .updateTable("orgs")
+        .set({ ...changes, updated_at: updatedAt })
+        .where("id", "=", org.id)
+        .where("deleted_at", "is", null)
+        .returning(ORG_COLUMNS)
+        .executeTakeFirstOrThrow();
+      await recordAudit(trx, ctx, {
+        orgId: org.id,
+        action: "org.updated",
+        target: { type: "org", id: org.id },
+        data: changed,
+      });
+      return row;
+    },
+    { exclusive: true },
+  );
   return { org: toOrg(updated), ...(webhookSecret ? { webhookSecret } : {}) };
 }
 

@@ -9,7 +9,7 @@ import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
-import { authorize } from "../orgs/access.ts";
+import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { CreateProjectInput, DeploySchema, ProjectSchema, UpdateProjectInput, UpgradeResult } from "./schemas.ts";
 import { compareVersions, DEFAULT_TEMPLATE, findTemplate, latestVersion, resolveTemplateRef } from "./templates.ts";
@@ -93,13 +93,6 @@ export async function getProject({ ctx, projectSlug }: { ctx: OrgCtx; projectSlu
   return { project: toProject(row, ctx.deps.config.publicUrl), latestTemplateVersion: latestVersion(row.template) };
 }
 
-/** Takes the org row's lock (PostgreSQL) so slug choice for its projects runs one at a time. */
-async function lockOrg(trx: Db, deps: Deps, orgId: string): Promise<void> {
-  if (deps.dialect === "postgres") {
-    await trx.selectFrom("orgs").select("id").where("id", "=", orgId).forUpdate().execute();
-  }
-}
-
 async function insertDeploy(
   trx: Db,
   deps: Deps,
@@ -143,56 +136,60 @@ export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infe
   const token = adminToken();
   for (let attempt = 1; ; attempt++) {
     try {
-      const row = await deps.db.transaction().execute(async (trx) => {
-        await lockOrg(trx, deps, ctx.org.id);
-        const taken = await trx
-          .selectFrom("projects")
-          .select("slug")
-          .where("org_id", "=", ctx.org.id)
-          .where("deleted_at", "is", null)
-          .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
-          .execute();
-        const now = deps.clock.now();
-        const at = now.toISOString();
-        const project: ProjectRow = {
-          id: newId("prj", now),
-          org_id: ctx.org.id,
-          slug: firstFreeSlug(base, new Set(taken.map((t) => t.slug))),
-          name: input.name,
-          status: "provisioning",
-          environment: "production",
-          region: input.region ?? ctx.org.default_region,
-          db_type: input.dbType ?? "d1",
-          template: template.name,
-          template_version: template.version,
-          admin_token_hash: sha256Hex(token),
-          failure_reason: null,
-          created_at: at,
-          updated_at: at,
-          deleted_at: null,
-          purge_after: null,
-          purged_at: null,
-        };
-        await trx.insertInto("projects").values(project).execute();
-        const deployId = await insertDeploy(trx, deps, project.id, {
-          kind: "provision",
-          status: "pending",
-          to: template.version,
-        });
-        await deps.jobs.enqueue(trx, { kind: "project.provision", payload: { projectId: project.id, deployId } });
-        await recordAudit(trx, ctx, {
-          orgId: ctx.org.id,
-          action: "project.created",
-          target: { type: "project", id: project.id },
-          data: {
-            slug: project.slug,
-            name: project.name,
-            region: project.region,
-            template: `${template.name}@${template.version}`,
-          },
-        });
-        return project;
-      });
+      // Exclusive: slug choice for an org's projects runs one at a time.
+      const row = await inOrgTransaction(
+        ctx,
+        async (trx) => {
+          const taken = await trx
+            .selectFrom("projects")
+            .select("slug")
+            .where("org_id", "=", ctx.org.id)
+            .where("deleted_at", "is", null)
+            .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
+            .execute();
+          const now = deps.clock.now();
+          const at = now.toISOString();
+          const project: ProjectRow = {
+            id: newId("prj", now),
+            org_id: ctx.org.id,
+            slug: firstFreeSlug(base, new Set(taken.map((t) => t.slug))),
+            name: input.name,
+            status: "provisioning",
+            environment: "production",
+            region: input.region ?? ctx.org.default_region,
+            db_type: input.dbType ?? "d1",
+            template: template.name,
+            template_version: template.version,
+            admin_token_hash: sha256Hex(token),
+            failure_reason: null,
+            created_at: at,
+            updated_at: at,
+            deleted_at: null,
+            purge_after: null,
+            purged_at: null,
+          };
+          await trx.insertInto("projects").values(project).execute();
+          const deployId = await insertDeploy(trx, deps, project.id, {
+            kind: "provision",
+            status: "pending",
+            to: template.version,
+          });
+          await deps.jobs.enqueue(trx, { kind: "project.provision", payload: { projectId: project.id, deployId } });
+          await recordAudit(trx, ctx, {
+            orgId: ctx.org.id,
+            action: "project.created",
+            target: { type: "project", id: project.id },
+            data: {
+              slug: project.slug,
+              name: project.name,
+              region: project.region,
+              template: `${template.name}@${template.version}`,
+            },
+          });
+          return project;
+        },
+        { exclusive: true },
+      );
       return { project: { ...toProject(row, deps.config.publicUrl), adminToken: token } };
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
@@ -219,7 +216,7 @@ export async function updateProject({
       : {}),
   };
   if (Object.keys(changes).length === 0) return { project: toProject(project, ctx.deps.config.publicUrl) };
-  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+  const updated = await inOrgTransaction(ctx, async (trx) => {
     const row = await trx
       .updateTable("projects")
       .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
@@ -261,7 +258,7 @@ async function transition(
   if (!spec.from.includes(project.status)) {
     throw new ConflictError(`cannot ${spec.verb} a project that is ${project.status}`);
   }
-  return ctx.deps.db.transaction().execute(async (trx) => {
+  return inOrgTransaction(ctx, async (trx) => {
     const row = await trx
       .updateTable("projects")
       .set({ ...(spec.to ? { status: spec.to } : {}), updated_at: ctx.deps.clock.now().toISOString(), ...spec.set })
@@ -376,7 +373,7 @@ export async function deleteProject({ ctx, projectSlug }: { ctx: OrgCtx; project
   authorize(ctx, "projects:delete");
   const project = await findProject(ctx, projectSlug);
   const now = ctx.deps.clock.now();
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     const deleted = await trx
       .updateTable("projects")
       .set({
@@ -441,7 +438,7 @@ export async function upgradeProject({
       { path: "version", message: `unknown version of template '${found.template}'; see GET /api/templates` },
     ]);
   }
-  return deps.db.transaction().execute(async (trx) => {
+  return inOrgTransaction(ctx, async (trx) => {
     let locked = trx.selectFrom("projects").selectAll().where("id", "=", found.id).where("deleted_at", "is", null);
     if (deps.dialect === "postgres") locked = locked.forUpdate();
     const project = await locked.executeTakeFirst();

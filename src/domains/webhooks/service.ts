@@ -10,7 +10,7 @@ import { checkOutboundUrl } from "../../lib/ssrf.ts";
 import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
-import { authorize, resolveOrgAccess } from "../orgs/access.ts";
+import { authorize, inOrgTransaction, resolveOrgAccess } from "../orgs/access.ts";
 import { listDeliveries } from "./deliveries.ts";
 import { sendTestDelivery } from "./delivery.ts";
 import type { DeliveriesQuery, UpdateWebhookInput, WebhookInput, WebhookSchema } from "./schemas.ts";
@@ -81,7 +81,7 @@ export async function createWebhook({ ctx, input }: { ctx: OrgCtx; input: z.infe
     updated_at: at,
     deleted_at: null,
   };
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     await trx.insertInto("webhooks").values(row).execute();
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
@@ -127,7 +127,7 @@ export async function updateWebhook({
     ...(input.active === false ? { active: 0 } : {}),
     ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
   };
-  const updated = await ctx.deps.db.transaction().execute(async (trx) => {
+  const updated = await inOrgTransaction(ctx, async (trx) => {
     const row = await trx
       .updateTable("webhooks")
       .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
@@ -149,7 +149,7 @@ export async function updateWebhook({
 export async function deleteWebhook({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "webhooks:manage");
   const current = await findOrgWebhook(ctx, id);
-  await ctx.deps.db.transaction().execute(async (trx) => {
+  await inOrgTransaction(ctx, async (trx) => {
     await trx
       .updateTable("webhooks")
       .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
