@@ -368,17 +368,21 @@ describe("batch handlers", () => {
     };
   }
 
-  it("runs a failed batch job again once its backoff has passed, not at the next poll", async () => {
-    let runs = 0;
+  it("runs failed batch jobs again once their backoffs pass, each on time, not at the next poll", async () => {
+    const runs = new Map<string, number>();
     const worker = new Worker(
       deps,
       {
         "test.batch": {
           batchSize: 8,
           maxInFlight: 8,
-          backoffBaseMs: 100,
+          backoffBaseMs: 500,
           async handleBatch(jobs) {
-            return jobs.map(async () => ({ error: ++runs === 1 ? new Error("first attempt fails") : null }));
+            return jobs.map(async ({ job }) => {
+              const n = (runs.get(job.id) ?? 0) + 1;
+              runs.set(job.id, n);
+              return { error: n === 1 ? new Error("first attempt fails") : null };
+            });
           },
         },
       },
@@ -387,9 +391,16 @@ describe("batch handlers", () => {
     workers.push(worker);
     await worker.start();
     const started = Date.now();
-    await deps.jobs.enqueue(deps.db, { kind: "test.batch", payload: {}, maxAttempts: 3 });
-    await until(async () => (await onlyJob()).status === "succeeded", 3_000);
-    expect(runs).toBe(2);
+    // Three jobs whose retries wait at the same time and fall due at three different times.
+    for (const n of [1, 2, 3]) {
+      await deps.jobs.enqueue(deps.db, { kind: "test.batch", payload: { n }, maxAttempts: 3 });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.length === 3 && rows.every((row) => row.status === "succeeded");
+    }, 3_000);
+    expect([...runs.values()]).toEqual([2, 2, 2]);
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 

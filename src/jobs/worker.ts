@@ -140,6 +140,10 @@ const SCHEDULE_TICK_MS = 15_000;
 const MAX_ERROR_LENGTH = 2_000;
 /** How long finished batch jobs wait for company before their group commit. */
 const GROUP_COMMIT_WINDOW_MS = 10;
+/** Retries due within this many ms of each other share one look at the queue. */
+const RETRY_LOOK_GRANULARITY_MS = 10;
+/** Retry looks remembered at most; later ones are left to the regular poll. */
+const MAX_RETRY_LOOKS = 10_000;
 /** How long jobs aborted at the end of a stop's grace period get to wind down. */
 const HALT_SETTLE_MS = 500;
 /** Most jobs of a batchable kind claimed in one transaction. */
@@ -176,7 +180,8 @@ export class Worker implements LocalTaker {
   /** Kinds to look at on the next claim: named by an enqueue, or a claim that filled up. */
   private readonly hinted = new Set<string>();
   private nextFullLook = 0;
-  private nextLocalRetry = Number.POSITIVE_INFINITY;
+  /** When this worker's failed jobs fall due again (ms, ascending): each wakes a full look. */
+  private readonly retryTimes: number[] = [];
   private listener: pg.Client | undefined;
   private unsubscribe: (() => void) | undefined;
   private scheduleTimer: NodeJS.Timeout | undefined;
@@ -273,7 +278,10 @@ export class Worker implements LocalTaker {
 
   private async sleep(): Promise<void> {
     if (!this.woken && !this.stopping) {
-      const wait = Math.max(0, Math.min(this.nextFullLook, this.nextLocalRetry) - Date.now());
+      const wait = Math.max(
+        0,
+        Math.min(this.nextFullLook, this.retryTimes[0] ?? Number.POSITIVE_INFINITY) - Date.now(),
+      );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         this.wakeUp = () => {
@@ -284,10 +292,22 @@ export class Worker implements LocalTaker {
       this.wakeUp = undefined;
     }
     this.woken = false;
-    if (this.nextLocalRetry <= Date.now()) {
-      this.nextLocalRetry = Number.POSITIVE_INFINITY;
+    const now = Date.now();
+    let due = 0;
+    while (due < this.retryTimes.length && (this.retryTimes[due] as number) <= now) due++;
+    if (due > 0) {
+      this.retryTimes.splice(0, due);
       this.nextFullLook = 0;
     }
+  }
+
+  /** Looks again at `at` (ms), when a retry falls due; retries close together share one look. */
+  private lookAgainAt(at: number): void {
+    const slot = Math.ceil(at / RETRY_LOOK_GRANULARITY_MS) * RETRY_LOOK_GRANULARITY_MS;
+    let i = this.retryTimes.length;
+    while (i > 0 && (this.retryTimes[i - 1] as number) > slot) i--;
+    if (this.retryTimes[i - 1] === slot || this.retryTimes.length >= MAX_RETRY_LOOKS) return;
+    this.retryTimes.splice(i, 0, slot);
   }
 
   /**
@@ -701,9 +721,7 @@ export class Worker implements LocalTaker {
       lost += 1 - Number(result.numUpdatedRows);
       // Look again when the retry falls due, counted from its `run_at` as written (not from when
       // the attempt failed, which is earlier: a look then would find nothing and wait a poll).
-      if (outcome.retryInMs !== undefined) {
-        this.nextLocalRetry = Math.min(this.nextLocalRetry, Date.now() + outcome.retryInMs);
-      }
+      if (outcome.retryInMs !== undefined) this.lookAgainAt(Date.now() + outcome.retryInMs);
     }
     if (lost > 0) this.deps.log.warn({ kind: jobs[0]?.kind, lost }, "job lease was lost before it finished");
   }
