@@ -30,6 +30,8 @@ import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+/** Paths the workspace API's own middleware rate-limits. */
+const WORKSPACE_API = /^\/w\/[^/]+\/api\//;
 
 /** Paths outside authentication, each rate-limited in a bucket of its own per address. */
 const PUBLIC_PATHS = new Set(["/api/health"]);
@@ -179,7 +181,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   app.use("*", requestContext(deps.log, config.trustProxy));
   // Paths outside both APIs (answered 404) are rate-limited by address like any anonymous call.
   app.use("*", async (c, next) => {
-    if (c.req.path.startsWith("/api/") || c.req.path.startsWith("/w/")) return next();
+    if (c.req.path.startsWith("/api/") || WORKSPACE_API.test(c.req.path)) return next();
     await limitBy(c, `ip:${c.get("clientIp")}`, limits.perMinute);
     return next();
   });

@@ -158,7 +158,14 @@ describe("error envelope", () => {
   });
 
   it("puts the RateLimit headers on every response: health, paths outside the API, unknown routes", async () => {
-    for (const url of [`${app.url}/api/health`, `${app.url}/`, `${app.url}/nope`, `${app.url}/api/nope`]) {
+    for (const url of [
+      `${app.url}/api/health`,
+      `${app.url}/`,
+      `${app.url}/nope`,
+      `${app.url}/api/nope`,
+      `${app.url}/w/prj_x`,
+      `${app.url}/w/prj_x/nope`,
+    ]) {
       const res = await fetch(url);
       for (const name of ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]) {
         expect(res.headers.get(name), `${name} on ${url}`).toMatch(/^\d+$/);

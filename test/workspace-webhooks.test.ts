@@ -1439,6 +1439,37 @@ describe("manual retry of a delivery", () => {
     expect(await space.getHook(hook.id)).toMatchObject({ consecutiveFailures: 0 });
   });
 
+  it("keeps a delivery a manual retry made succeed when an automatic attempt under way then fails", async () => {
+    const held = gate();
+    const overlap = await startReceiver(async (_request, index) => {
+      if (index === 1) {
+        // The automatic retry: held open while the manual one goes through, then refused.
+        await held.opened;
+        return { status: 500, body: "down" };
+      }
+      return index === 0 ? { status: 500, body: "down" } : { status: 200 };
+    });
+    try {
+      const hook = await space.hook({ name: "overlap", url: `${overlap.url}/overlap`, events: ["items:notes"] });
+      await space.item("notes", { n: 3 });
+      await until("the automatic retry to be under way", () => overlap.requests.length === 2, 5_000);
+      const [delivery] = await space.deliveries(hook.id);
+      const retried = await space.api("POST", `/webhooks/_deliveries/${delivery.id}/retry`);
+      expect(retried.body.delivery).toMatchObject({ status: "succeeded" });
+      held.open();
+      const settled = await until("the automatic attempt to be recorded", async () => {
+        const [found] = await space.deliveries(hook.id);
+        return found.attemptCount === 3 ? found : undefined;
+      });
+      expect(settled.status).toBe("succeeded");
+      await sleep(2_500);
+      expect(overlap.requests).toHaveLength(3);
+    } finally {
+      held.open();
+      await overlap.close();
+    }
+  });
+
   it("answers 404 for a delivery whose webhook was deleted, and changes nothing", async () => {
     receiver.respondWith(() => ({ status: 200 }));
     const hook = await space.hook({ name: "gone", url: `${receiver.url}/gone`, events: ["items:notes"] });

@@ -1,4 +1,4 @@
-import type { Selectable } from "kysely";
+import { type Selectable, sql } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import { chunked, insertRows, oneOf } from "../../db/shapes.ts";
@@ -266,16 +266,21 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
   await insertRows(trx, deps.dialect, "webhook_attempts", attempts);
   const groups = new Map<string, { s: Sent; ids: string[] }>();
   for (const s of sent) {
-    const key = JSON.stringify([s.status, s.response.statusCode, s.error]);
+    const key = JSON.stringify([s.status, s.response.statusCode, s.error, s.request.replayHeaders !== undefined]);
     const group = groups.get(key);
     if (group) group.ids.push(s.delivery.id);
     else groups.set(key, { s, ids: [s.delivery.id] });
   }
   for (const { s, ids } of groups.values()) {
+    // A failed attempt leaves a delivery another attempt finished meanwhile (a manual retry that
+    // succeeded, a breaker's skip) as it is; a success, or a replay, always says how it went.
+    const keepsFinished = !s.ok && !s.request.replayHeaders;
     await trx
       .updateTable("webhook_deliveries")
       .set((eb) => ({
-        status: s.status,
+        status: keepsFinished
+          ? sql<DeliveryStatus>`case when ${sql.ref("status")} in ('succeeded', 'dead', 'skipped') then ${sql.ref("status")} else ${s.status} end`
+          : s.status,
         attempts: eb("attempts", "+", 1),
         last_status_code: s.response.statusCode,
         last_error: s.error,
@@ -294,10 +299,12 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     if (!webhookId || !s.target.active) continue;
     if (s.ok) {
       if (counters.get(webhookId) !== 0) {
+        // Not once the breaker has tripped (by an attempt recorded meanwhile): only a resume resets it then.
         await trx
           .updateTable("webhooks")
           .set({ consecutive_failures: 0 })
           .where("id", "=", webhookId)
+          .where("active", "=", 1)
           .where("consecutive_failures", ">", 0)
           .execute();
       }

@@ -82,7 +82,11 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
           reject,
         );
       });
-      busboy.on("error", (error) => reject(new BadRequestError(`malformed multipart body: ${String(error)}`)));
+      busboy.on("error", (error) =>
+        reject(
+          new BadRequestError(`malformed multipart body: ${error instanceof Error ? error.message : String(error)}`),
+        ),
+      );
       busboy.on("close", () => {
         if (!found)
           reject(new ValidationError([{ path: "file", message: "a multipart field named 'file' is required" }]));
