@@ -25,7 +25,7 @@ import { identifyCaller } from "./http/identify.ts";
 import { requirePrincipal } from "./http/principal.ts";
 import { applyRateDecision, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
-import { createRouter, errorResponses, jsonContent } from "./http/router.ts";
+import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
@@ -44,6 +44,7 @@ const healthRoute = createRoute({
   responses: {
     200: jsonContent(z.object({ status: z.literal("ok"), database: z.literal("ok") }), "Healthy"),
     503: jsonContent(z.object({ error: z.object({ code: z.string(), message: z.string() }) }), "Unhealthy"),
+    ...errorResponses(429),
   },
 });
 
@@ -159,15 +160,17 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
 
   let document: unknown;
   api.openapi(openApiRoute, (c) => {
-    document ??= api.getOpenAPI31Document({
-      openapi: "3.1.0",
-      info: {
-        title: "Plinth API",
-        version: API_VERSION,
-        description: "Control plane of a self-hostable backend-as-a-service platform.",
-      },
-      servers: [{ url: "/api" }],
-    });
+    document ??= withOperationIds(
+      api.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: {
+          title: "Plinth API",
+          version: API_VERSION,
+          description: "Control plane of a self-hostable backend-as-a-service platform.",
+        },
+        servers: [{ url: "/api" }],
+      }),
+    );
     return c.json(document as Record<string, unknown>, 200);
   });
   let workspaceDoc: unknown;

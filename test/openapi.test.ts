@@ -126,6 +126,18 @@ describe("GET /api/workspace/openapi.json", () => {
     expect(served.length).toBeGreaterThan(10);
     expect(new Set(documented)).toEqual(new Set(served));
   });
+
+  it("gives every operation of both documents a unique operationId", async () => {
+    const workspace = (await call(app, "GET", "/workspace/openapi.json")).body;
+    for (const document of [doc, workspace]) {
+      const ids = Object.values(document.paths as Record<string, Record<string, { operationId?: string }>>).flatMap(
+        (item) => Object.values(item).map((operation) => operation.operationId),
+      );
+      expect(ids.every((id) => typeof id === "string" && /^[a-z]+[A-Za-z0-9]*$/.test(id))).toBe(true);
+      expect(new Set(ids).size).toBe(ids.length);
+    }
+    expect(doc.paths["/org/{slug}/projects"].get.operationId).toBe("getOrgBySlugProjects");
+  });
 });
 
 describe("GET /api/docs", () => {

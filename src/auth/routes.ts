@@ -56,7 +56,7 @@ const signUpRoute = createRoute({
   request: { body: jsonBody(SignUpInput) },
   responses: {
     200: { ...jsonContent(SignedInResponse, "Signed up and signed in"), headers: sessionCookieHeader },
-    ...errorResponses(400, 409, 413, 422, 429),
+    ...errorResponses(400, 403, 409, 413, 422, 429),
   },
 });
 
@@ -68,7 +68,7 @@ const signInRoute = createRoute({
   request: { body: jsonBody(SignInInput) },
   responses: {
     200: { ...jsonContent(SignedInResponse, "Signed in"), headers: sessionCookieHeader },
-    ...errorResponses(400, 401, 413, 422, 429),
+    ...errorResponses(400, 401, 403, 413, 422, 429),
   },
 });
 
@@ -80,7 +80,7 @@ const signOutRoute = createRoute({
   security: sessionOnly,
   responses: {
     200: jsonContent(z.object({ success: z.boolean() }), "Signed out"),
-    ...errorResponses(400, 401, 429),
+    ...errorResponses(400, 401, 403, 413, 429),
   },
 });
 

@@ -76,9 +76,20 @@ export function errorBody(code: ErrorCode, message: string, details?: unknown) {
 export const ErrorEnvelopeSchema = z
   .object({
     error: z.object({
-      code: z.string().openapi({ example: "NOT_FOUND" }),
+      code: z.string().openapi({
+        example: "NOT_FOUND",
+        description:
+          "BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, METHOD_NOT_ALLOWED, CONFLICT, PAYLOAD_TOO_LARGE, VALIDATION, RATE_LIMITED or INTERNAL",
+      }),
       message: z.string(),
-      details: z.any().nullable().optional(),
+      details: z
+        .any()
+        .nullable()
+        .optional()
+        .openapi({
+          description: "For VALIDATION (422): the failing fields, `[{path, message}]`",
+          example: [{ path: "name", message: "Too small: expected string to have >=2 characters" }],
+        }),
     }),
   })
   .openapi("Error");

@@ -66,14 +66,16 @@ const errorDescriptions = {
   409: "Conflict with the current state",
   413: "Request body too large",
   422: "Request validation failed",
-  429: "Rate limited",
+  429: "Rate limited (with Retry-After)",
+  500: "Internal error (never with internals)",
 } as const;
 
 type ErrorStatus = keyof typeof errorDescriptions;
 
 /** The error responses an operation can give, for its OpenAPI entry. */
 export function errorResponses(...statuses: ErrorStatus[]) {
-  const all: ErrorStatus[] = statuses.length > 0 ? statuses : [400, 401, 403, 404, 409, 413, 422, 429];
+  const listed: ErrorStatus[] = statuses.length > 0 ? statuses : [400, 401, 403, 404, 409, 413, 422, 429];
+  const all: ErrorStatus[] = [...listed, 500];
   return Object.fromEntries(
     all.map((status) => [status, { description: errorDescriptions[status], content: errorContent }]),
   ) as Record<ErrorStatus, { description: string; content: typeof errorContent }>;
@@ -95,3 +97,33 @@ export const OkSchema = z.object({ ok: z.boolean() }).openapi("Ok");
 /** Both security schemes: every authenticated operation accepts either. */
 export const sessionOrKey: Record<string, string[]>[] = [{ sessionCookie: [] }, { apiKey: [] }];
 export const sessionOnly: Record<string, string[]>[] = [{ sessionCookie: [] }];
+
+/**
+ * Gives every operation of an OpenAPI document that has none an `operationId`, derived from its
+ * method and path (`GET /org/{slug}/projects` → `getOrgBySlugProjects`): unique, stable, and what
+ * SDK generators name their methods after.
+ */
+export function withOperationIds<D extends { paths?: object }>(document: D): D {
+  const word = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+  for (const [path, item] of Object.entries((document.paths ?? {}) as Record<string, Record<string, unknown>>)) {
+    const name = path
+      .split("/")
+      .filter(Boolean)
+      .map((segment) => {
+        const param = /^\{(.+)\}$/.exec(segment)?.[1];
+        return param
+          ? `By${word(param)}`
+          : segment
+              .split(/[^A-Za-z0-9]+/)
+              .filter(Boolean)
+              .map(word)
+              .join("");
+      })
+      .join("");
+    for (const [method, operation] of Object.entries(item)) {
+      if (typeof operation !== "object" || operation === null || "operationId" in operation) continue;
+      (operation as { operationId?: string }).operationId = `${method}${name}`;
+    }
+  }
+  return document;
+}

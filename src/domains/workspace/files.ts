@@ -167,6 +167,8 @@ export async function downloadFile(ctx: WorkspaceCtx, id: string): Promise<Respo
       "Content-Type": row.content_type,
       "Content-Length": String(size),
       "Content-Disposition": `attachment; filename*=UTF-8''${encodeURIComponent(row.name)}`,
+      // The type is the uploader's word: a browser must not sniff one of its own (HTML, say).
+      "X-Content-Type-Options": "nosniff",
     },
   });
 }

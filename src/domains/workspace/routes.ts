@@ -5,7 +5,7 @@ import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
 import { UnauthorizedError } from "../../http/errors.ts";
 import { applyRateDecision } from "../../http/rate-limit.ts";
-import { createRouter, errorResponses, jsonBody, jsonContent } from "../../http/router.ts";
+import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
@@ -116,7 +116,8 @@ const uploadBody = {
     "multipart/form-data": {
       schema: { type: "object" as const, properties: { file: { type: "string" as const, format: "binary" } } },
     },
-    "application/octet-stream": { schema: { type: "string" as const, format: "binary" } },
+    // A raw body of any type (named by ?name=); the type is kept and served back.
+    "*/*": { schema: { type: "string" as const, format: "binary" } },
   },
 };
 const FileQuery = z.object({
@@ -192,7 +193,10 @@ const r = {
     security,
     request: { params: IdP },
     responses: {
-      200: { description: "The file's bytes", content: { "application/octet-stream": { schema: z.string() } } },
+      200: {
+        description: "The file's bytes, with the content type it was uploaded with",
+        content: { "*/*": { schema: z.string().openapi({ format: "binary" }) } },
+      },
       ...errors,
     },
   }),
@@ -342,7 +346,7 @@ const r = {
 
 /** The OpenAPI 3.1 document of the workspace API (one for every workspace; the project is in the server URL). */
 export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, version: string) {
-  return router.getOpenAPI31Document({
+  const document = router.getOpenAPI31Document({
     openapi: "3.1.0",
     info: {
       title: "Plinth workspace API",
@@ -356,6 +360,7 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
       },
     ],
   });
+  return withOperationIds(document);
 }
 
 /** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
