@@ -15,7 +15,7 @@ import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
-import { webhookRoutes } from "./domains/webhooks/routes.ts";
+import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
 import { limitRequestBody } from "./http/body-limit.ts";
@@ -145,6 +145,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     .route("/", integrationRoutes(deps))
     .route("/", notificationRoutes(deps));
 
+  documentOrgEvents(api);
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {
     type: "apiKey",
     in: "cookie",

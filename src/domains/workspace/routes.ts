@@ -8,6 +8,7 @@ import { applyRateDecision } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
+import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
 import { requireAdmin, type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
 import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
@@ -368,6 +369,26 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
   const { deps } = runtime;
   const ctxOf = async (c: Context<WorkspaceEnv>) => c.get("workspace");
   const app = createRouter<WorkspaceEnv>();
+  app.openAPIRegistry.registerWebhook({
+    method: "post",
+    path: "workspaceEvent",
+    tags: ["Webhooks"],
+    summary: "A workspace event, POSTed to each active hook whose patterns match it (test sends: webhook.test)",
+    request: {
+      headers: DeliveryHeaders,
+      body: jsonBody(
+        z
+          .object({
+            channel: z.string().openapi({ example: "items:posts" }),
+            event: z.string().openapi({ example: "created" }),
+            data: z.unknown().openapi({ description: "The row as the API returns it, projected by payloadFields" }),
+            deliveredAt: z.string().openapi({ description: "ISO-8601" }),
+          })
+          .openapi("WorkspaceEventDelivery"),
+      ),
+    },
+    responses: deliveryResponses,
+  });
   app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
     type: "http",
     scheme: "bearer",
