@@ -271,6 +271,18 @@ describe("integrations", () => {
     const tested = await call(app, "POST", `/org/${org.slug}/integrations/${github.id}/test`, { cookie: owner.cookie });
     expectStatus(tested, 200);
     bodies.push(JSON.stringify(tested.body));
+    const ddTested = await call(app, "POST", `/org/${org.slug}/integrations/${datadog.id}/test`, {
+      cookie: owner.cookie,
+    });
+    expectStatus(ddTested, 200);
+    // The credentials went out in the request's headers, but are stored with no attempt.
+    const stored = await app.server.deps.db
+      .selectFrom("webhook_attempts")
+      .select("request_headers")
+      .where("delivery_id", "in", [tested.body.delivery.id, ddTested.body.delivery.id])
+      .execute();
+    expect(stored).toHaveLength(2);
+    bodies.push(JSON.stringify(stored));
 
     const audit = await call(app, "GET", `/org/${org.slug}/audit?limit=500`, { cookie: owner.cookie });
     expectStatus(audit, 200);

@@ -1344,6 +1344,20 @@ describe("workspace webhook circuit breaker", () => {
     }
   });
 
+  it("records every one of many test sends at once to a failing receiver, through the trip", async () => {
+    const down = await startReceiver(() => ({ status: 500, body: "down" }));
+    try {
+      const hook = await space.hook({ name: "stampede", url: `${down.url}/stampede`, events: ["items:never"] });
+      const sends = await Promise.all(Array.from({ length: 24 }, () => space.api("POST", `/webhooks/${hook.id}/test`)));
+      expect(sends.map((r) => r.status)).toEqual(sends.map(() => 200));
+      for (const send of sends) expect(send.body.delivery).toMatchObject({ attemptCount: 1, status: "dead" });
+      expect(down.requests).toHaveLength(24);
+      expect(await space.getHook(hook.id)).toMatchObject({ active: false });
+    } finally {
+      await down.close();
+    }
+  });
+
   it("skips deliveries queued for a hook switched off or deleted before their attempt", async () => {
     await space.collection("block");
     await space.collection("victims");

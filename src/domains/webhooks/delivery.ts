@@ -27,6 +27,8 @@ interface Target {
   secret: string | null;
   /** Custom headers, reserved names already removed. */
   extraHeaders: Record<string, string>;
+  /** True when `extraHeaders` are credentials (an integration's): sent, never stored with an attempt. */
+  secretHeaders: boolean;
   /** Org and workspace webhooks have a breaker; the org URL and integrations do not. */
   webhookId: string | null;
   /** False for a webhook switched off: its queued deliveries become `skipped`. */
@@ -57,6 +59,7 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         url: hook.url,
         secret: hook.secret,
         extraHeaders: withoutReservedHeaders(fromJsonColumn<Record<string, string>>(hook.headers, {})),
+        secretHeaders: false,
         webhookId: hook.id,
         active: Boolean(hook.active),
       });
@@ -74,6 +77,7 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         url: org.webhook_url,
         secret: org.webhook_secret,
         extraHeaders: {},
+        secretHeaders: false,
         webhookId: null,
         active: true,
       });
@@ -94,6 +98,7 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         url: providerUrl(integration.kind as IntegrationKind, config),
         secret: null,
         extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
+        secretHeaders: true,
         webhookId: null,
         active: true,
       });
@@ -260,7 +265,9 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     latency_ms: Math.round(s.response.latencyMs),
     error: s.error,
     response_body: s.response.body,
-    request_headers: toJsonColumn(s.headers),
+    request_headers: toJsonColumn(
+      s.target.secretHeaders ? withoutNamesOf(s.headers, s.target.extraHeaders) : s.headers,
+    ),
     created_at: at,
   }));
   await insertRows(trx, deps.dialect, "webhook_attempts", attempts);
@@ -350,13 +357,22 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
     .where("id", "=", webhookId)
     .execute();
   // Its deliveries waiting for a retry become terminal no-ops (SPEC's breaker table): their jobs
-  // find them skipped and end, and a later resume does not send them.
-  await trx
-    .updateTable("webhook_deliveries")
-    .set({ status: "skipped", updated_at: at })
+  // find them skipped and end, and a later resume does not send them. Test sends are never
+  // queued. On PostgreSQL, rows another transaction holds are left alone: that transaction is
+  // recording an attempt at them now (waiting, maybe, for this webhook's row, which this one
+  // holds), and a retry it leaves finds the webhook switched off.
+  let waiting = trx
+    .selectFrom("webhook_deliveries")
+    .select("id")
     .where("target_type", "=", "webhook")
     .where("target_id", "=", webhookId)
     .where("status", "in", ["pending", "failed"])
+    .where("event", "!=", "webhook.test");
+  if (deps.dialect === "postgres") waiting = waiting.forUpdate().skipLocked();
+  await trx
+    .updateTable("webhook_deliveries")
+    .set({ status: "skipped", updated_at: at })
+    .where("id", "in", waiting)
     .execute();
   await recordSystemAudit(trx, deps, {
     orgId: hook.org_id,

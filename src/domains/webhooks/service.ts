@@ -180,8 +180,8 @@ export async function listWebhookDeliveries({
 
 /**
  * Sends a sample `webhook.test` delivery now, whatever the webhook's event list and even when it
- * is disabled (to check a receiver before resuming), and returns it after that one attempt. Test
- * sends do not count towards the breaker.
+ * is disabled (to check a receiver before resuming), and returns it after that one attempt. Like
+ * every attempt, it moves the breaker of an active webhook.
  */
 export async function testWebhook({ ctx, id }: { ctx: Ctx; id: string }) {
   const hook = await ctx.deps.db
