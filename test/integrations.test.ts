@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { forgetIntegrationCredentials } from "../src/db/migrations/0007-forget-integration-credentials.ts";
 import {
   addMember,
   type CallResult,
@@ -964,5 +965,68 @@ describe("integrations", () => {
     expectStatus(still, 200);
     expect(still.body.integration).toEqual(integration);
     expect(requestsUnder(prefix)).toEqual([]);
+  });
+});
+
+describe("migration 0007-forget-integration-credentials", () => {
+  let own: TestApp;
+  beforeAll(async () => {
+    own = await startApp();
+  });
+  afterAll(() => own.close());
+
+  it("clears the request headers kept with integration attempts, and only theirs", async () => {
+    const { db } = own.server.deps;
+    const at = new Date().toISOString();
+    const owner = await signUp(own);
+    const org = await createOrg(own, owner, "Migrated Org");
+    const orgId = (await db.selectFrom("orgs").select("id").where("slug", "=", org.slug).executeTakeFirstOrThrow()).id;
+    const delivery = (id: string, targetType: string) => ({
+      id,
+      org_id: orgId,
+      project_id: null,
+      target_type: targetType,
+      target_id: `${targetType}_x`,
+      event: "project.paused",
+      url: "https://example.test/hook",
+      body: "{}",
+      headers: "{}",
+      status: "succeeded",
+      attempts: 1,
+      last_status_code: 200,
+      last_error: null,
+      created_at: at,
+      updated_at: at,
+    });
+    const attempt = (id: string, deliveryId: string) => ({
+      id,
+      delivery_id: deliveryId,
+      attempt: 1,
+      status_code: 200,
+      latency_ms: 1,
+      error: null,
+      response_body: "ok",
+      request_headers: JSON.stringify({ "DD-API-KEY": "kept-secret-0123456789" }),
+      created_at: at,
+    });
+    await db
+      .insertInto("webhook_deliveries")
+      .values([delivery("dlv_m7_int", "integration"), delivery("dlv_m7_hook", "webhook")])
+      .execute();
+    await db
+      .insertInto("webhook_attempts")
+      .values([attempt("att_m7_int", "dlv_m7_int"), attempt("att_m7_hook", "dlv_m7_hook")])
+      .execute();
+    await forgetIntegrationCredentials().up(db);
+    const rows = await db
+      .selectFrom("webhook_attempts")
+      .select(["id", "request_headers"])
+      .where("id", "in", ["att_m7_int", "att_m7_hook"])
+      .orderBy("id")
+      .execute();
+    expect(rows).toEqual([
+      { id: "att_m7_hook", request_headers: JSON.stringify({ "DD-API-KEY": "kept-secret-0123456789" }) },
+      { id: "att_m7_int", request_headers: null },
+    ]);
   });
 });

@@ -6,6 +6,7 @@ import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
 import { workspaceDispatch } from "./migrations/0004-workspace-dispatch.ts";
 import { jobKinds } from "./migrations/0005-job-kinds.ts";
 import { leanDeliveries } from "./migrations/0006-lean-deliveries.ts";
+import { forgetIntegrationCredentials } from "./migrations/0007-forget-integration-credentials.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -16,6 +17,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0004-workspace-dispatch": workspaceDispatch(),
     "0005-job-kinds": jobKinds(),
     "0006-lean-deliveries": leanDeliveries(dialect),
+    "0007-forget-integration-credentials": forgetIntegrationCredentials(),
   };
 }
 
