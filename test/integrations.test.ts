@@ -290,6 +290,11 @@ describe("integrations", () => {
     const actions = audit.body.events.map((e: any) => e.action);
     expect(actions.filter((a: string) => a === "integration.created")).toHaveLength(4);
     expect(actions).toContain("integration.updated");
+    // A test send is audited too, naming the delivery it made.
+    const testedRows = audit.body.events.filter((e: any) => e.action === "integration.tested");
+    expect(testedRows.map((e: any) => e.data.deliveryId).sort()).toEqual(
+      [tested.body.delivery.id, ddTested.body.delivery.id].sort(),
+    );
     bodies.push(JSON.stringify(audit.body));
 
     for (const body of bodies) {

@@ -1266,6 +1266,13 @@ describe("POST /webhooks/{id}/test", () => {
     expect(await deliveries(app, org, webhook.id)).toEqual([delivery]);
     await sleep(200);
     expect(receiver.requests).toHaveLength(1);
+    // Audited, naming the delivery it made.
+    const audit = await call(app, "GET", `/org/${org.slug}/audit?action=webhook.tested`, { cookie: org.owner.cookie });
+    expect(audit.body.events).toHaveLength(1);
+    expect(audit.body.events[0]).toMatchObject({
+      target: { type: "webhook", id: webhook.id },
+      data: { deliveryId: delivery.id },
+    });
   });
 
   it("reports a failing receiver in the returned delivery after its one attempt", async () => {

@@ -284,14 +284,24 @@ describe("workspace webhooks", () => {
         secret: "audit-secret-never-logged",
       });
       expect((await alpha.api("PATCH", `/webhooks/${hook.id}`, { name: "audited 2" })).status).toBe(200);
+      const tested = await alpha.api("POST", `/webhooks/${hook.id}/test`);
+      expect(tested.status).toBe(200);
+      const retried = await alpha.api("POST", `/webhooks/_deliveries/${tested.body.delivery.id}/retry`);
+      expect(retried.status).toBe(200);
       expect((await alpha.api("DELETE", `/webhooks/${hook.id}`)).status).toBe(204);
       const audit = await call(app, "GET", `/org/${slug}/audit?limit=500`, { cookie: owner.cookie });
       expect(audit.status).toBe(200);
       const rows = audit.body.events.filter((e: { target: { id: string } }) => e.target?.id === hook.id);
-      // DESIGN §4: every mutation writes an audit row (create, update and delete: three rows).
-      expect(rows.map((e: { action: string }) => e.action)).toContain("workspace_webhook.created");
-      expect(rows).toHaveLength(3);
-      expect(new Set(rows.map((e: { action: string }) => e.action)).size).toBe(3);
+      // DESIGN §4: every mutation writes an audit row (create, update, test send, retry, delete).
+      expect(rows.map((e: { action: string }) => e.action).sort()).toEqual([
+        "workspace_webhook.created",
+        "workspace_webhook.deleted",
+        "workspace_webhook.delivery_retried",
+        "workspace_webhook.tested",
+        "workspace_webhook.updated",
+      ]);
+      const testRow = rows.find((e: { action: string }) => e.action === "workspace_webhook.tested");
+      expect(testRow.data).toMatchObject({ deliveryId: tested.body.delivery.id });
       expect(JSON.stringify(rows)).not.toContain("audit-secret-never-logged");
     });
 

@@ -214,6 +214,19 @@ export async function testIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) 
     },
   );
   return {
-    delivery: await sendTestDelivery(ctx.deps, ctx.org.id, { targetType: "integration", targetId: id, ...request }),
+    delivery: await sendTestDelivery(
+      ctx.deps,
+      ctx.org.id,
+      { targetType: "integration", targetId: id, ...request },
+      {
+        audit: (trx, deliveryId) =>
+          recordAudit(trx, ctx, {
+            orgId: ctx.org.id,
+            action: "integration.tested",
+            target: { type: "integration", id },
+            data: { deliveryId },
+          }),
+      },
+    ),
   };
 }

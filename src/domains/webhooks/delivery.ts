@@ -399,14 +399,21 @@ export async function sendTestDelivery(
   deps: Deps,
   orgId: string,
   draft: DeliveryDraft,
-  options: { includeInactive?: boolean; projectId?: string } = {},
+  options: {
+    includeInactive?: boolean;
+    projectId?: string;
+    /** Writes the audit row of the test send, in the transaction that records its delivery. */
+    audit?: (trx: Db, deliveryId: string) => Promise<void>;
+  } = {},
 ) {
-  const [deliveryId] = await deps.db.transaction().execute((trx) =>
-    queueDeliveries(trx, deps, orgId, "webhook.test", [draft], {
+  const [deliveryId] = await deps.db.transaction().execute(async (trx) => {
+    const ids = await queueDeliveries(trx, deps, orgId, "webhook.test", [draft], {
       queue: false,
       ...(options.projectId ? { projectId: options.projectId } : {}),
-    }),
-  );
+    });
+    await options.audit?.(trx, ids[0] as string);
+    return ids;
+  });
   const id = deliveryId as string;
   await attemptDelivery(deps, id, { final: true, includeInactive: options.includeInactive });
   return deliveryView(deps.db, id);

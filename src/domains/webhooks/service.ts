@@ -207,7 +207,16 @@ export async function testWebhook({ ctx, id }: { ctx: Ctx; id: string }) {
     ctx.deps,
     access.org.id,
     { targetType: "webhook", targetId: hook.id, url: hook.url, body },
-    { includeInactive: true },
+    {
+      includeInactive: true,
+      audit: (trx, deliveryId) =>
+        recordAudit(trx, ctx, {
+          orgId: access.org.id,
+          action: "webhook.tested",
+          target: { type: "webhook", id: hook.id },
+          data: { deliveryId },
+        }),
+    },
   );
   return { delivery };
 }

@@ -233,7 +233,11 @@ export async function testHook(ctx: WorkspaceCtx, id: string) {
     ctx.deps,
     ctx.project.org_id,
     { targetType: "webhook", targetId: hook.id, url: hook.url, body },
-    { includeInactive: true, projectId: ctx.project.id },
+    {
+      includeInactive: true,
+      projectId: ctx.project.id,
+      audit: (trx, deliveryId) => auditHook(trx, ctx, "workspace_webhook.tested", hook.id, { deliveryId }),
+    },
   );
   return { delivery };
 }
@@ -261,7 +265,7 @@ export async function retryDelivery(ctx: WorkspaceCtx, deliveryId: string) {
   const delivery = await ctx.deps.db
     .selectFrom("webhook_deliveries as d")
     .innerJoin("webhooks as w", "w.id", "d.target_id")
-    .select(["d.id", "d.status"])
+    .select(["d.id", "d.status", "d.target_id"])
     .where("d.id", "=", deliveryId)
     .where("d.target_type", "=", "webhook")
     .where("d.project_id", "=", ctx.project.id)
@@ -275,6 +279,9 @@ export async function retryDelivery(ctx: WorkspaceCtx, deliveryId: string) {
     .orderBy("attempt")
     .executeTakeFirst();
   if (!first?.request_headers) throw new ConflictError("this delivery has not been attempted yet; nothing to re-send");
+  await ctx.deps.db
+    .transaction()
+    .execute((trx) => auditHook(trx, ctx, "workspace_webhook.delivery_retried", delivery.target_id, { deliveryId }));
   await attemptDelivery(ctx.deps, deliveryId, {
     final: delivery.status !== "pending" && delivery.status !== "failed",
     includeInactive: true,
