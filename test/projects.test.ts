@@ -883,7 +883,14 @@ describe("projects", () => {
 
     it("concurrent upgrades of one project: exactly one upgrades, the rest are skipped (or 409), none fail", async () => {
       const project = await provisioned(slug, owner, { name: "Racing Upgrade", template: "default@1.0.0" });
-      const results = await Promise.all([1, 2, 3, 4].map(() => upgrade(project.slug)));
+      // More at once than the PostgreSQL pool has connections (by an API key, which needs no
+      // session read first): none may hold one connection while waiting for another.
+      const key = await createApiKey(app, owner, slug, "full");
+      const results = await Promise.all(
+        Array.from({ length: 40 }, () =>
+          call(app, "POST", `/org/${slug}/projects/${project.slug}/upgrade`, { token: key.token }),
+        ),
+      );
       const outcomes = results.map((r) => (r.status === 200 ? r.body.status : r.status));
       const detail = JSON.stringify(results.map((r) => r.body));
       // Nothing is wrong with this workspace: no request may report a failure, and only one did the work.
@@ -1369,6 +1376,11 @@ describe("projects with workers the test controls", () => {
     const live = await p.provisioned(slug, owner, { name: "Survivor", region: "fra" });
     const doomed = await p.provisioned(slug, owner, { name: "Purged", region: "fra" });
     expect(await workspaceExists(deps, doomed.id)).toBe(true);
+    // A workspace written to lately has an outbox hint.
+    await deps.db
+      .insertInto("workspace_outbox_hints")
+      .values({ project_id: doomed.id, created_at: new Date().toISOString() })
+      .execute();
     // Uploaded files go with their workspace.
     for (const id of [live.id, doomed.id]) {
       mkdirSync(workspaceFilesDir(deps, id), { recursive: true });
@@ -1386,6 +1398,9 @@ describe("projects with workers the test controls", () => {
     expect(await workspaceExists(deps, doomed.id)).toBe(false);
     expect(await workspaceExists(deps, live.id)).toBe(true);
     expect(existsSync(workspaceFilesDir(deps, doomed.id))).toBe(false);
+    // Nor does the outbox sweep look for it any more.
+    const hints = await deps.db.selectFrom("workspace_outbox_hints").select("project_id").execute();
+    expect(hints.map((h) => h.project_id)).not.toContain(doomed.id);
     expect(existsSync(path.join(workspaceFilesDir(deps, live.id), "fil_upload"))).toBe(true);
     expect(await workspaceVersion(deps, live.id)).toBe("1.1.0");
     expect((await storedProject(deps, live.id)).purged_at).toBeNull();

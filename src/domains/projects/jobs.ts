@@ -93,11 +93,15 @@ export function projectJobs(deps: Deps): JobHandlers {
             .execute();
           for (const { id } of due) {
             await dropWorkspace(deps, id);
-            await deps.db
-              .updateTable("projects")
-              .set({ purged_at: deps.clock.now().toISOString() })
-              .where("id", "=", id)
-              .execute();
+            await deps.db.transaction().execute(async (trx) => {
+              await trx
+                .updateTable("projects")
+                .set({ purged_at: deps.clock.now().toISOString() })
+                .where("id", "=", id)
+                .execute();
+              // Its outbox went with it: nothing is left for the sweep to dispatch.
+              await trx.deleteFrom("workspace_outbox_hints").where("project_id", "=", id).execute();
+            });
           }
           if (due.length < PURGE_BATCH) return;
         }

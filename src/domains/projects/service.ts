@@ -416,8 +416,8 @@ type Upgrade = z.infer<typeof UpgradeResult>;
 /**
  * Migrates the workspace forward to `version` (the latest by default) in one transaction.
  * Always answers with the outcome: `upgraded`, `skipped` (already there or newer) or `failed`
- * (the workspace is left exactly as it was). The project row stays locked throughout, so
- * simultaneous upgrades run one after another and the later ones find the work done.
+ * (the workspace is left exactly as it was). Simultaneous upgrades of one workspace run one
+ * after another, and the later ones find the work done (`skipped`).
  */
 export async function upgradeProject({
   ctx,
@@ -438,50 +438,54 @@ export async function upgradeProject({
       { path: "version", message: `unknown version of template '${found.template}'; see GET /api/templates` },
     ]);
   }
-  return inOrgTransaction(ctx, async (trx) => {
-    let locked = trx.selectFrom("projects").selectAll().where("id", "=", found.id).where("deleted_at", "is", null);
-    if (deps.dialect === "postgres") locked = locked.forUpdate();
-    const project = await locked.executeTakeFirst();
-    if (!project) throw new NotFoundError("project not found");
-    if (project.status !== "active") throw new ConflictError(`cannot upgrade a project that is ${project.status}`);
-    const from = project.template_version;
-
-    let result: Upgrade;
-    if (compareVersions(to, from) <= 0) {
-      result = {
-        status: "skipped",
-        from,
-        to,
-        reason: to === from ? `already at ${from}` : `${to} is older than the current ${from}`,
-      };
-    } else {
-      try {
-        await migrateWorkspace(deps, project.id, project.template, to);
-        result = { status: "upgraded", from, to };
-      } catch (error) {
-        result = { status: "failed", from, to, error: error instanceof Error ? error.message : String(error) };
-      }
+  if (found.status !== "active") throw new ConflictError(`cannot upgrade a project that is ${found.status}`);
+  const from = found.template_version;
+  // The migration runs on a workspace connection of its own, outside any control-plane
+  // transaction: holding one connection while waiting for another would let enough concurrent
+  // upgrades take the whole pool and wait forever. Upgrades of one workspace queue inside
+  // migrateWorkspace; the ones after the first find the work done.
+  let result: Upgrade;
+  if (compareVersions(to, from) <= 0) {
+    result = {
+      status: "skipped",
+      from,
+      to,
+      reason: to === from ? `already at ${from}` : `${to} is older than the current ${from}`,
+    };
+  } else {
+    try {
+      const migrated = await migrateWorkspace(deps, found.id, found.template, to);
+      result =
+        migrated.from !== null && compareVersions(migrated.from, to) >= 0
+          ? { status: "skipped", from: migrated.from, to, reason: `already at ${migrated.from}` }
+          : { status: "upgraded", from, to };
+    } catch (error) {
+      result = { status: "failed", from, to, error: error instanceof Error ? error.message : String(error) };
     }
-
+  }
+  return inOrgTransaction(ctx, async (trx) => {
+    let locked = trx.selectFrom("projects").select("id").where("id", "=", found.id).where("deleted_at", "is", null);
+    if (deps.dialect === "postgres") locked = locked.forUpdate();
+    if (!(await locked.executeTakeFirst())) throw new NotFoundError("project not found");
     if (result.status === "upgraded") {
       await trx
         .updateTable("projects")
         .set({ template_version: to, updated_at: deps.clock.now().toISOString() })
-        .where("id", "=", project.id)
+        .where("id", "=", found.id)
         .execute();
     }
-    await insertDeploy(trx, deps, project.id, {
+    await insertDeploy(trx, deps, found.id, {
       kind: "upgrade",
       status: result.status === "upgraded" ? "succeeded" : result.status,
-      from,
+      from: result.from,
       to,
       ...(result.error ? { error: result.error } : {}),
     });
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
       action: result.status === "upgraded" ? "project.upgraded" : `project.upgrade_${result.status}`,
-      target: { type: "project", id: project.id },
-      data: { from, to, ...(result.error ? { error: result.error } : {}) },
+      target: { type: "project", id: found.id },
+      data: { from: result.from, to, ...(result.error ? { error: result.error } : {}) },
     });
     return result;
   });

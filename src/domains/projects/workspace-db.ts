@@ -4,7 +4,7 @@ import SQLite from "better-sqlite3";
 import { Kysely, sql } from "kysely";
 import { sqliteDialect } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
-import { versionsBetween } from "./templates.ts";
+import { compareVersions, versionsBetween } from "./templates.ts";
 
 /**
  * Each project's workspace has a database of its own: a SQLite file under DATA_DIR in the
@@ -54,7 +54,9 @@ async function readVersion(db: WorkspaceDb): Promise<string | null> {
 
 /**
  * Migrates a workspace from its current version up to `to`, in one transaction: on any error
- * nothing changes. Returns the version it was at before.
+ * nothing changes. A workspace already at `to` or beyond is left as it is. Migrations of one
+ * workspace run one after another (PostgreSQL: an advisory lock on its schema; SQLite: the file's
+ * write lock), each on one connection. Returns the version it was at before.
  */
 export async function migrateWorkspace(
   deps: Deps,
@@ -69,6 +71,7 @@ export async function migrateWorkspace(
     db.transaction().execute(async (trx) => {
       // Template steps may use raw SQL; unqualified names must resolve inside the workspace.
       if (deps.dialect === "postgres") {
+        await sql`select pg_advisory_xact_lock(hashtext(${workspaceSchema(projectId)}))`.execute(trx);
         await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
       }
       await trx.schema
@@ -78,6 +81,7 @@ export async function migrateWorkspace(
         .addColumn("value", "text", (c) => c.notNull())
         .execute();
       const from = await readVersion(trx);
+      if (from !== null && compareVersions(from, to) >= 0) return { from };
       for (const step of versionsBetween(template, from, to)) await step.migrate(trx, deps.dialect);
       for (const [key, value] of [
         ["template", template],
