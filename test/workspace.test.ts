@@ -355,6 +355,32 @@ describe("a write that fails on a constraint", () => {
   });
 });
 
+describe("sign-ups of one e-mail at once on a workspace without the unique index (template 1.0.0)", () => {
+  it("give one user, whatever the case of the e-mail", async () => {
+    const created = await call(app, "POST", `/org/${slug}/projects`, {
+      cookie: owner.cookie,
+      body: { name: "Old Shop", template: "default@1.0.0" },
+    });
+    expect(created.status).toBe(201);
+    const { id, slug: projectSlug } = created.body.project;
+    await until("the old project to be active", async () => {
+      const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
+      return res.body.project.status === "active";
+    });
+    const email = `case-race-${Date.now()}@example.test`;
+    const signUps = await Promise.all(
+      [email, email.toUpperCase(), email, `Case-${email.slice(5)}`].map((address) =>
+        fetch(`${app.url}/w/${id}/api/auth/sign-up`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ email: address, password: "long-enough-pw" }),
+        }).then((r) => r.status),
+      ),
+    );
+    expect(signUps.sort()).toEqual([201, 409, 409, 409]);
+  });
+});
+
 describe("concurrent writes", () => {
   it("commit together yet fail alone: one bad write among many leaves the others and their events intact", async () => {
     await ws("POST", "/collections", { token: adminToken, body: { slug: "burst" } });

@@ -1,4 +1,5 @@
 import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from "node:crypto";
+import { sql } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
 import { ConflictError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
@@ -70,8 +71,13 @@ export async function signUpUser(ctx: WorkspaceCtx, input: { email: string; pass
   const email = input.email.trim();
   const passwordHash = await hashPassword(input.password);
   // Two sign-ups racing past the check meet the unique e-mail index (template 1.1.0): the loser's
-  // transaction, event included, rolls back.
+  // transaction, event included, rolls back. A workspace still on 1.0.0 has no such index, so on
+  // PostgreSQL sign-ups of one e-mail (any case) take a lock for the check and insert; SQLite
+  // writes one transaction at a time.
   return writeWithEvent(ctx, async (trx) => {
+    if (ctx.deps.dialect === "postgres") {
+      await sql`select pg_advisory_xact_lock(hashtext(${`${ctx.project.id}:${email.toLowerCase()}`}))`.execute(trx);
+    }
     const taken = await trx
       .selectFrom("users")
       .select("id")
