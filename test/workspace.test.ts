@@ -1,7 +1,14 @@
 import { createHmac } from "node:crypto";
+import { readdirSync, readlinkSync } from "node:fs";
+import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dropWorkspace, workspaceSchema } from "../src/domains/projects/workspace-db.ts";
+import {
+  dropWorkspace,
+  migrateWorkspace,
+  workspaceFile,
+  workspaceSchema,
+} from "../src/domains/projects/workspace-db.ts";
 import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
 import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
@@ -567,6 +574,19 @@ describe("overlapping deletes of a user or a file", () => {
     );
     expect(users.map((r) => r.status).sort()).toEqual([204, 404]);
 
+    // A sign-in overlapping the user's deletion never leaves a token that works.
+    for (let round = 0; round < 3; round++) {
+      const email = `overlap-${round}-${Date.now()}@example.test`;
+      const up = await ws("POST", "/auth/sign-up", { body: { email, password: "long-enough-pw" } });
+      const signingIn = ws("POST", "/auth/sign-in", { body: { email, password: "long-enough-pw" } });
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect((await ws("DELETE", `/users/${up.body.user.id}`, { token: adminToken })).status).toBe(204);
+      const signedIn = await signingIn;
+      if (signedIn.status === 200) {
+        expect((await ws("GET", "/collections", { token: signedIn.body.token })).status).toBe(401);
+      } else expect(signedIn.status).toBe(401);
+    }
+
     const upload = await fetch(`${app.url}/w/${projectId}/api/files?name=twice.txt`, {
       method: "POST",
       headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
@@ -663,6 +683,32 @@ describe("open workspace databases", () => {
     } finally {
       await databases.closeAll();
     }
+  });
+
+  it("close their SQLite files, even those no query ever used", async () => {
+    const { deps } = app.server;
+    if (deps.dialect !== "sqlite") return;
+    // A workspace no other connection of this process has open (SQLite defers closing a file
+    // while another connection holds a lock on it).
+    const lonely = "prj_fd_count_test";
+    await migrateWorkspace(deps, lonely, "default", "1.1.0");
+    // This process's descriptors open on that workspace's database file.
+    const file = path.resolve(workspaceFile(deps, lonely));
+    const openOnFile = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === file;
+        } catch {
+          return false;
+        }
+      }).length;
+    const before = openOnFile();
+    const caches = Array.from({ length: 20 }, () => new WorkspaceDatabases(deps, 4));
+    for (const cache of caches) expect(cache.get(lonely)).not.toBeNull();
+    expect(openOnFile()).toBe(before + 20);
+    for (const cache of caches) await cache.closeAll();
+    expect(openOnFile()).toBe(before);
+    await dropWorkspace(deps, lonely);
   });
 });
 

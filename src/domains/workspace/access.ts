@@ -97,7 +97,18 @@ export async function workspaceContext<E extends AppEnv>(
   const db = runtime.databases.get(project.id);
   if (!db) throw new NotFoundError("project has no workspace");
   const caller = await resolveCaller(c, runtime, project, db);
-  return { runtime, deps, project, db, caller, ip: c.get("clientIp") };
+  return {
+    runtime,
+    deps,
+    project,
+    // Looked up at each use: a request that outlasts its handle's eviction (a slow upload) gets
+    // the one now open, never one closed under it.
+    get db() {
+      return runtime.databases.get(project.id) ?? db;
+    },
+    caller,
+    ip: c.get("clientIp"),
+  };
 }
 
 async function resolveCaller<E extends AppEnv>(
@@ -122,10 +133,13 @@ async function resolveCaller<E extends AppEnv>(
       return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope !== "full" };
     }
     const tokenHash = sha256Hex(token);
+    // Only a session whose user still exists: a sign-in that overlapped the user's deletion
+    // may have left one behind.
     const session = await db
       .selectFrom("user_sessions")
-      .select(["user_id", "expires_at"])
-      .where("token_hash", "=", tokenHash)
+      .innerJoin("users", "users.id", "user_sessions.user_id")
+      .select(["user_sessions.user_id", "user_sessions.expires_at"])
+      .where("user_sessions.token_hash", "=", tokenHash)
       .executeTakeFirst();
     if (!session || (session.expires_at as string) <= deps.clock.now().toISOString()) {
       throw new UnauthorizedError("invalid or expired token");

@@ -15,11 +15,15 @@ const VANISHED_CHECK_MS = 60_000;
 
 /**
  * Open workspace databases, least recently used first out, so one process can serve thousands
- * of projects with a bounded number of open SQLite files. On PostgreSQL a workspace is a schema
+ * of projects with a bounded number of open SQLite files. An evicted file is closed
+ * CLOSE_DELAY_MS later, so queries under way on it finish; a request holds its project's
+ * workspace by id (see `WorkspaceCtx.db`), not by handle, so a long one never finds it closed. On PostgreSQL a workspace is a schema
  * on the shared pool, which costs nothing to keep.
  */
 export class WorkspaceDatabases {
   private readonly open = new Map<string, WorkspaceDb>();
+  /** The SQLite file handle under each Kysely instance, closed with it. */
+  private readonly files = new WeakMap<WorkspaceDb, SQLite.Database>();
   private readonly vanishedCheck: NodeJS.Timeout | undefined;
 
   constructor(
@@ -69,7 +73,7 @@ export class WorkspaceDatabases {
     clearInterval(this.vanishedCheck);
     const all = [...this.open.values()];
     this.open.clear();
-    if (this.deps.dialect === "sqlite") await Promise.all(all.map((db) => db.destroy()));
+    if (this.deps.dialect === "sqlite") await Promise.all(all.map((db) => this.close(db)));
   }
 
   private connect(projectId: string): WorkspaceDb | null {
@@ -80,7 +84,19 @@ export class WorkspaceDatabases {
     sqlite.pragma("journal_mode = WAL");
     sqlite.pragma("synchronous = NORMAL");
     sqlite.pragma("busy_timeout = 5000");
-    return new Kysely({ dialect: sqliteDialect(sqlite) });
+    const db: WorkspaceDb = new Kysely({ dialect: sqliteDialect(sqlite) });
+    this.files.set(db, sqlite);
+    return db;
+  }
+
+  /**
+   * Closes a SQLite workspace. Kysely opens its connection on the first query, and its destroy
+   * closes nothing if no query ran; the file handle opened here is closed either way.
+   */
+  private async close(db: WorkspaceDb): Promise<void> {
+    await db.destroy().catch(() => {});
+    const sqlite = this.files.get(db);
+    if (sqlite?.open) sqlite.close();
   }
 
   private evictOldest(): void {
@@ -90,6 +106,6 @@ export class WorkspaceDatabases {
 
   private closeLater(db: WorkspaceDb): void {
     if (this.deps.dialect !== "sqlite") return;
-    setTimeout(() => void db.destroy().catch(() => {}), CLOSE_DELAY_MS).unref();
+    setTimeout(() => void this.close(db), CLOSE_DELAY_MS).unref();
   }
 }

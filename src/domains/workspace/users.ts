@@ -108,6 +108,9 @@ export async function signInUser(ctx: WorkspaceCtx, input: { email: string; pass
   const valid = await verifyPassword(input.password, row?.password_hash ?? DECOY_HASH);
   if (!row || !valid) throw new UnauthorizedError("invalid e-mail or password");
   return writeWithEvent(ctx, async (trx) => {
+    // Deleted while the password was being checked: no session for a user that is gone.
+    const still = await trx.selectFrom("users").select("id").where("id", "=", row.id).executeTakeFirst();
+    if (!still) throw new UnauthorizedError("invalid e-mail or password");
     const token = await startSession(ctx, trx, row.id);
     const user = toUser(row);
     return { result: { user, token }, event: { channel: "auth", event: "signed_in", data: user } };
