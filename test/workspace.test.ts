@@ -311,6 +311,19 @@ describe("workspace users, files and their events", () => {
     });
     expect(tooBig.status).toBe(413);
 
+    // A multipart file name follows ?name='s rules: no NUL, at most 255 characters.
+    for (const disposition of [`filename*=UTF-8''a%00b.txt`, `filename="${"n".repeat(256)}.txt"`]) {
+      const body =
+        `--b0undary\r\nContent-Disposition: form-data; name="file"; ${disposition}\r\n` +
+        "Content-Type: text/plain\r\n\r\nx\r\n--b0undary--\r\n";
+      const refused = await fetch(`${app.url}/w/${projectId}/api/files`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "multipart/form-data; boundary=b0undary" },
+        body,
+      });
+      expect(refused.status, disposition).toBe(422);
+    }
+
     // A multipart type without a boundary is a malformed request, not a server error.
     const noBoundary = await fetch(`${app.url}/w/${projectId}/api/files`, {
       method: "POST",
@@ -549,6 +562,15 @@ describe("overlapping writes to one row", () => {
     for (const [n, key] of keys.entries()) expect(final[key]).toBe(n);
     expect(final.base).toBe(0);
 
+    // PATCHes within the body limit cannot build an item beyond it.
+    const big = "x".repeat(700 * 1024);
+    const grown = await ws("PATCH", `/items/overlap/${item.id}`, { token: adminToken, body: { a: big } });
+    expect(grown.status).toBe(200);
+    const tooBig = await ws("PATCH", `/items/overlap/${item.id}`, { token: adminToken, body: { b: big } });
+    expect(tooBig.status).toBe(413);
+    expect(tooBig.body.error.code).toBe("PAYLOAD_TOO_LARGE");
+    expect((await ws("PATCH", `/items/overlap/${item.id}`, { token: adminToken, body: { a: null } })).status).toBe(200);
+
     // Three deletes at once: one 204, two 404, and one `deleted` event carrying the last state.
     const deletes = await Promise.all(
       [1, 2, 3].map(() => ws("DELETE", `/items/overlap/${item.id}`, { token: adminToken })),
@@ -559,7 +581,7 @@ describe("overlapping writes to one row", () => {
     const deleted = events().filter((e) => e.event === "deleted");
     expect(deleted).toHaveLength(1);
     for (const key of keys) expect(deleted[0]?.data).toHaveProperty(key);
-    expect(events().filter((e) => e.event === "updated")).toHaveLength(keys.length);
+    expect(events().filter((e) => e.event === "updated")).toHaveLength(keys.length + 2);
   });
 });
 

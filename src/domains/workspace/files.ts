@@ -77,8 +77,15 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
           return;
         }
         found = true;
+        const name = info.filename || "upload";
+        // The same rules as a raw upload's ?name= (which the router checks): no NUL, 255 at most.
+        if (name.includes("\u0000") || name.length > 255) {
+          stream.resume();
+          reject(new ValidationError([{ path: "file", message: "a file name has 1 to 255 characters and no NUL" }]));
+          return;
+        }
         pipeline(stream, byteLimit(limit, counted), createWriteStream(tempPath)).then(
-          () => resolve({ name: info.filename || "upload", contentType: info.mimeType || "application/octet-stream" }),
+          () => resolve({ name, contentType: info.mimeType || "application/octet-stream" }),
           reject,
         );
       });

@@ -1,5 +1,6 @@
 import { isUniqueViolation } from "../../db/database.ts";
-import { ConflictError, NotFoundError } from "../../http/errors.ts";
+import { MAX_BODY_BYTES } from "../../http/body-limit.ts";
+import { AppError, ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
 import type { WorkspaceDb } from "./databases.ts";
@@ -145,6 +146,10 @@ export async function updateItem(ctx: WorkspaceCtx, collection: string, id: stri
       data: JSON.stringify(ownKeys(merged)),
       updated_at: ctx.deps.clock.now().toISOString(),
     };
+    // Each PATCH is within the body limit; the item they build must stay within it too.
+    if (Buffer.byteLength(row.data) > MAX_BODY_BYTES) {
+      throw new AppError(413, "PAYLOAD_TOO_LARGE", `the item would exceed ${MAX_BODY_BYTES} bytes`);
+    }
     await trx.updateTable("items").set({ data: row.data, updated_at: row.updated_at }).where("id", "=", id).execute();
     const item = toItem(row);
     return { result: { item }, event: { channel: channel(collection), event: "updated", data: item } };
