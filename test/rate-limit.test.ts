@@ -117,6 +117,37 @@ describe("workspace sign-in and sign-up limit", () => {
   });
 });
 
+describe("workspace API budget", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp({ RATE_LIMIT_PER_MINUTE: "30" });
+  });
+  afterAll(() => app.close());
+
+  it("is per principal: made-up tokens share their address's budget instead of one each", async () => {
+    const owner = await signUp(app);
+    const { slug } = await createOrg(app, owner, "Budget Org");
+    const created = await call(app, "POST", `/org/${slug}/projects`, {
+      cookie: owner.cookie,
+      body: { name: "Budget" },
+    });
+    const { id, slug: projectSlug } = created.body.project;
+    await until("the project to be active", async () => {
+      const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
+      return res.body.project?.status === "active";
+    });
+    const statuses: number[] = [];
+    for (let n = 0; n < 31; n++) {
+      const res = await fetch(`${app.url}/w/${id}/api/collections`, {
+        headers: { authorization: `Bearer wsu_made_up_${n}` },
+      });
+      statuses.push(res.status);
+    }
+    expect(statuses.slice(0, 30)).toEqual(Array.from({ length: 30 }, () => 401));
+    expect(statuses[30]).toBe(429);
+  });
+});
+
 describe("counters shared through the database", () => {
   let first: TestApp;
   let second: TestApp;

@@ -7,7 +7,6 @@ import { UnauthorizedError } from "../../http/errors.ts";
 import { applyRateDecision } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
-import { sha256Hex } from "../../lib/tokens.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
 import { requireAdmin, type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
@@ -365,6 +364,15 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
 }
 
 /** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
+function workspaceBucket(ctx: WorkspaceCtx, address: string | null): string {
+  const { caller } = ctx;
+  if (caller.kind === "user") return `ws:${ctx.project.id}:user:${caller.userId}`;
+  if (caller.kind === "anonymous") return `ip:${address}`;
+  if (caller.via === "api_key") return `key:${caller.id}`;
+  if (caller.via === "session") return `account:${caller.id}`;
+  return `ws:${ctx.project.id}:admin`;
+}
+
 export function workspaceRoutes(runtime: WorkspaceRuntime) {
   const { deps } = runtime;
   const ctxOf = async (c: Context<WorkspaceEnv>) => c.get("workspace");
@@ -419,19 +427,29 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
   // check of cookie-authenticated writes (an org admin's session is a workspace admin), then the
   // project and the caller, before any request validation: an anonymous caller gets 401
   // whatever the body (sign-up and sign-in excepted).
-  app.use("*", async (c, next) => {
-    const projectId = c.req.param("projectId") as string;
-    const [bucket, limit] =
-      c.req.method === "POST" && ANONYMOUS.test(c.req.path)
-        ? [`ws-auth:${projectId}:${c.get("clientIp")}`, deps.config.authRateLimitPerMinute]
-        : [
-            `ws:${projectId}:${sha256Hex(c.req.header("authorization") ?? `ip:${c.get("clientIp")}`).slice(0, 32)}`,
-            deps.config.rateLimitPerMinute,
-          ];
+  const limitBy = async (c: Context<WorkspaceEnv>, bucket: string, limit: number) => {
     const decision = runtime.limiter.hit(bucket, limit);
     applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+  };
+  app.use("*", async (c, next) => {
+    const projectId = c.req.param("projectId") as string;
+    const address = c.get("clientIp");
+    if (c.req.method === "POST" && ANONYMOUS.test(c.req.path)) {
+      await limitBy(c, `ws-auth:${projectId}:${address}`, deps.config.authRateLimitPerMinute);
+    }
+    let ctx: WorkspaceCtx;
+    try {
+      ctx = await workspaceContext(c, runtime, projectId);
+    } catch (error) {
+      // Refused before anyone was recognised (bad credentials, no such project): the address's
+      // budget pays, so made-up tokens cannot each open a budget of their own.
+      await limitBy(c, `ip:${address}`, deps.config.rateLimitPerMinute);
+      throw error;
+    }
+    // Rate-limited per principal, as the console API is: the project's admin token, an org
+    // API key or account (their console budget), a workspace user, or the address.
+    await limitBy(c, workspaceBucket(ctx, address), deps.config.rateLimitPerMinute);
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
-    const ctx = await workspaceContext(c, runtime, projectId);
     if (ctx.caller.kind === "anonymous" && !ANONYMOUS.test(c.req.path)) throw new UnauthorizedError();
     // Who may call comes before what was sent: a workspace user (or a read-only key writing)
     // hears 403 from an admin operation, whatever the body.
