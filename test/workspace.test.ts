@@ -221,6 +221,17 @@ describe("workspace runtime", () => {
   it("answers 409 while the project is paused", async () => {
     expect((await call(app, "POST", `/org/${slug}/projects/shop/pause`, { cookie: owner.cookie })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(409);
+    // Only a caller the project would answer learns it is paused; the rest hear what they would anyway.
+    expect((await ws("GET", "/collections")).status).toBe(401);
+    expect((await ws("GET", "/collections", { token: "wsu_made_up" })).status).toBe(401);
+    const stranger = await signUp(app);
+    const strangers = await createOrg(app, stranger, "Stranger Org");
+    const strangerKey = await createApiKey(app, stranger, strangers.slug, "full");
+    expect((await ws("GET", "/collections", { token: strangerKey.token })).status).toBe(404);
+    // Signing up is open to anyone, and answers that the project is paused.
+    expect(
+      (await ws("POST", "/auth/sign-up", { body: { email: "p@example.test", password: "long-enough-pw" } })).status,
+    ).toBe(409);
     expect((await call(app, "POST", `/org/${slug}/projects/shop/resume`, { cookie: owner.cookie })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(200);
   });

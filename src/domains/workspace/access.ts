@@ -81,22 +81,28 @@ function readLiveProject(deps: Deps, projectId: string): Promise<WorkspaceProjec
 }
 
 /**
- * Resolves the project (404 when deleted or unknown, 409 unless active) and the caller. Bad
- * credentials are 401; a key or session of the org below admin is 403.
+ * Resolves the project (404 when deleted or unknown) and the caller, then the project's state
+ * (409 unless active): who asks comes first, so only a caller the project would answer learns
+ * that it is paused. Bad credentials are 401, and so is no credential unless `anonymous` (sign-up
+ * and sign-in); a key or session of another org is 404, of the org below admin 403.
  */
 export async function workspaceContext<E extends AppEnv>(
   c: Context<E>,
   runtime: WorkspaceRuntime,
   projectId: string,
+  anonymous: boolean,
 ): Promise<WorkspaceCtx> {
   const { deps } = runtime;
   const project = await readLiveProject(deps, projectId);
   if (!project) throw new NotFoundError("project not found");
+  // None before provisioning has made it; a user token then matches nothing.
+  const found = project.status === "active" || project.status === "paused" ? runtime.databases.get(project.id) : null;
+  const caller = await resolveCaller(c, runtime, project, found);
+  if (caller.kind === "anonymous" && !anonymous) throw new UnauthorizedError();
   if (project.status === "paused") throw new ConflictError("project is paused");
   if (project.status !== "active") throw new ConflictError(`project is ${project.status}`);
-  const db = runtime.databases.get(project.id);
-  if (!db) throw new NotFoundError("project has no workspace");
-  const caller = await resolveCaller(c, runtime, project, db);
+  if (!found) throw new NotFoundError("project has no workspace");
+  const db = found;
   return {
     runtime,
     deps,
@@ -115,7 +121,7 @@ async function resolveCaller<E extends AppEnv>(
   c: Context<E>,
   runtime: WorkspaceRuntime,
   project: WorkspaceProject,
-  db: WorkspaceDb,
+  db: WorkspaceDb | null,
 ): Promise<WorkspaceCaller> {
   const { deps } = runtime;
   const authorization = c.req.header("authorization");
@@ -133,6 +139,7 @@ async function resolveCaller<E extends AppEnv>(
       return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope !== "full" };
     }
     const tokenHash = sha256Hex(token);
+    if (!db) throw new UnauthorizedError("invalid or expired token");
     // Only a session whose user still exists: a sign-in that overlapped the user's deletion
     // may have left one behind.
     const session = await db

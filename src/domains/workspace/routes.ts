@@ -3,7 +3,6 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
-import { UnauthorizedError } from "../../http/errors.ts";
 import { applyRateDecision } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
@@ -439,7 +438,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     }
     let ctx: WorkspaceCtx;
     try {
-      ctx = await workspaceContext(c, runtime, projectId);
+      ctx = await workspaceContext(c, runtime, projectId, ANONYMOUS.test(c.req.path));
     } catch (error) {
       // Refused before anyone was recognised (bad credentials, no such project): the address's
       // budget pays, so made-up tokens cannot each open a budget of their own.
@@ -450,7 +449,6 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     // API key or account (their console budget), a workspace user, or the address.
     await limitBy(c, workspaceBucket(ctx, address), deps.config.rateLimitPerMinute);
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
-    if (ctx.caller.kind === "anonymous" && !ANONYMOUS.test(c.req.path)) throw new UnauthorizedError();
     // Who may call comes before what was sent: a workspace user (or a read-only key writing)
     // hears 403 from an admin operation, whatever the body.
     const { method, path } = c.req;
