@@ -23,7 +23,7 @@ import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
 import { requirePrincipal } from "./http/principal.ts";
-import { applyRateDecision, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
+import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
@@ -95,20 +95,16 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   const trustedOrigin = new URL(config.publicUrl).origin;
   const sessionCookie = `${config.cookiePrefix}.session_token`;
   // One middleware, awaiting only when it must: it runs on every request.
-  const limitBy = async (c: Context<AppEnv>, bucket: string, limit: number) => {
-    const decision = limiter.hit(bucket, limit);
-    applyRateDecision(c, decision instanceof Promise ? await decision : decision);
-  };
   api.use("*", async (c, next) => {
     if (PUBLIC_PATHS.has(c.req.path)) {
-      await limitBy(c, `public:${c.get("clientIp")}`, limits.perMinute);
+      await limitRate(c, limiter, `public:${c.get("clientIp")}`, limits.perMinute);
       return next();
     }
     const identifying = identifyCaller(deps, auth, c);
     if (identifying) await identifying;
     const [bucket, limit] = rateBucket(c, limits);
-    const decision = limiter.hit(bucket, limit);
-    applyRateDecision(c, decision instanceof Promise ? await decision : decision);
+    const limiting = limitRate(c, limiter, bucket, limit);
+    if (limiting) await limiting;
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
     const principal = c.get("principal");
@@ -186,7 +182,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   // Paths outside both APIs (answered 404) are rate-limited by address like any anonymous call.
   app.use("*", async (c, next) => {
     if (c.req.path.startsWith("/api/") || WORKSPACE_API.test(c.req.path)) return next();
-    await limitBy(c, `ip:${c.get("clientIp")}`, limits.perMinute);
+    await limitRate(c, limiter, `ip:${c.get("clientIp")}`, limits.perMinute);
     return next();
   });
   app.route("/api", api);

@@ -169,6 +169,18 @@ export async function createOrg(app: TestApp, user: TestUser, name = "Test Org")
   return res.body.org;
 }
 
+/** Creates a project in the org and waits until it is provisioned; returns its record (adminToken included). */
+export async function createActiveProject(app: TestApp, user: TestUser, orgSlug: string, name: string): Promise<any> {
+  const res = await call(app, "POST", `/org/${orgSlug}/projects`, { cookie: user.cookie, body: { name } });
+  if (res.status !== 201) throw new Error(`create project failed: ${res.status} ${JSON.stringify(res.body)}`);
+  const project = res.body.project;
+  await until(`project ${name} to be active`, async () => {
+    const read = await call(app, "GET", `/org/${orgSlug}/projects/${project.slug}`, { cookie: user.cookie });
+    return read.body.project?.status === "active";
+  });
+  return project;
+}
+
 export async function createApiKey(
   app: TestApp,
   user: TestUser,

@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, createApiKey, createOrg, signUp, startApp, type TestApp, uniqueEmail, until } from "./harness.ts";
+import {
+  call,
+  createActiveProject,
+  createApiKey,
+  createOrg,
+  signUp,
+  startApp,
+  type TestApp,
+  uniqueEmail,
+} from "./harness.ts";
 
 const MINUTE = 60_000;
 
@@ -92,16 +101,7 @@ describe("workspace sign-in and sign-up limit", () => {
   it("refuses the fourth workspace credential attempt in a minute from one address", async () => {
     const owner = await signUp(app);
     const { slug } = await createOrg(app, owner, "Guarded Org");
-    const created = await call(app, "POST", `/org/${slug}/projects`, {
-      cookie: owner.cookie,
-      body: { name: "Guarded" },
-    });
-    expect(created.status).toBe(201);
-    const { id, slug: projectSlug } = created.body.project;
-    await until("the project to be active", async () => {
-      const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
-      return res.body.project?.status === "active";
-    });
+    const { id } = await createActiveProject(app, owner, slug, "Guarded");
     const post = (path: string, body: unknown) =>
       fetch(`${app.url}/w/${id}/api${path}`, {
         method: "POST",
@@ -127,15 +127,7 @@ describe("workspace API budget", () => {
   it("is per principal: made-up tokens share their address's budget instead of one each", async () => {
     const owner = await signUp(app);
     const { slug } = await createOrg(app, owner, "Budget Org");
-    const created = await call(app, "POST", `/org/${slug}/projects`, {
-      cookie: owner.cookie,
-      body: { name: "Budget" },
-    });
-    const { id, slug: projectSlug } = created.body.project;
-    await until("the project to be active", async () => {
-      const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
-      return res.body.project?.status === "active";
-    });
+    const { id } = await createActiveProject(app, owner, slug, "Budget");
     const statuses: number[] = [];
     for (let n = 0; n < 31; n++) {
       const res = await fetch(`${app.url}/w/${id}/api/collections`, {

@@ -175,6 +175,22 @@ export function rateBucket(
   return [`ip:${c.get("clientIp")}`, limits.perMinute];
 }
 
+/**
+ * Counts a request against `bucket` and applies the decision (see `applyRateDecision`); returns a
+ * promise only when the limiter has to read the shared count first, so callers await only then.
+ */
+export function limitRate<E extends AppEnv>(
+  c: Context<E>,
+  limiter: RateLimiter,
+  bucket: string,
+  limit: number,
+): Promise<void> | undefined {
+  const decision = limiter.hit(bucket, limit);
+  if (decision instanceof Promise) return decision.then((settled) => applyRateDecision(c, settled));
+  applyRateDecision(c, decision);
+  return undefined;
+}
+
 /** Sets the `RateLimit-*` headers every response carries; a refusal adds `Retry-After` and throws 429. */
 export function applyRateDecision<E extends AppEnv>(c: Context<E>, decision: RateDecision): void {
   setResponseHeader(c, "RateLimit-Limit", String(decision.limit));

@@ -94,7 +94,7 @@ function requireOwner(ctx: OrgCtx): void {
  * `inOrgTransaction`; SQLite runs one write transaction at a time). Membership changes run one
  * after another per org, so two owners demoting each other cannot both pass the last-owner check.
  */
-async function lockOrgMembership(trx: Db, ctx: OrgCtx): Promise<OrgCtx> {
+async function withCurrentRole(trx: Db, ctx: OrgCtx): Promise<OrgCtx> {
   if (ctx.principal.type !== "account") return ctx;
   const current = await trx
     .selectFrom("memberships")
@@ -136,7 +136,7 @@ export async function changeMemberRole({ ctx, id, role }: { ctx: OrgCtx; id: str
   await inOrgTransaction(
     ctx,
     async (trx) => {
-      ctx = await lockOrgMembership(trx, ctx);
+      ctx = await withCurrentRole(trx, ctx);
       authorize(ctx, "members:manage");
       if (isInvitationId(id)) {
         const invitation = await findPendingInvitation(trx, ctx.org.id, id);
@@ -178,7 +178,7 @@ export async function removeMember({ ctx, id }: { ctx: OrgCtx; id: string }): Pr
   await inOrgTransaction(
     ctx,
     async (trx) => {
-      ctx = await lockOrgMembership(trx, ctx);
+      ctx = await withCurrentRole(trx, ctx);
       if (isInvitationId(id)) {
         authorize(ctx, "members:manage");
         const invitation = await findPendingInvitation(trx, ctx.org.id, id);

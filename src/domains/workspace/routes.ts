@@ -3,7 +3,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
-import { applyRateDecision } from "../../http/rate-limit.ts";
+import { limitRate } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
@@ -426,15 +426,11 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
   // check of cookie-authenticated writes (an org admin's session is a workspace admin), then the
   // project and the caller, before any request validation: an anonymous caller gets 401
   // whatever the body (sign-up and sign-in excepted).
-  const limitBy = async (c: Context<WorkspaceEnv>, bucket: string, limit: number) => {
-    const decision = runtime.limiter.hit(bucket, limit);
-    applyRateDecision(c, decision instanceof Promise ? await decision : decision);
-  };
   app.use("*", async (c, next) => {
     const projectId = c.req.param("projectId") as string;
     const address = c.get("clientIp");
     if (c.req.method === "POST" && ANONYMOUS.test(c.req.path)) {
-      await limitBy(c, `ws-auth:${projectId}:${address}`, deps.config.authRateLimitPerMinute);
+      await limitRate(c, runtime.limiter, `ws-auth:${projectId}:${address}`, deps.config.authRateLimitPerMinute);
     }
     let ctx: WorkspaceCtx;
     try {
@@ -442,12 +438,12 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     } catch (error) {
       // Refused before anyone was recognised (bad credentials, no such project): the address's
       // budget pays, so made-up tokens cannot each open a budget of their own.
-      await limitBy(c, `ip:${address}`, deps.config.rateLimitPerMinute);
+      await limitRate(c, runtime.limiter, `ip:${address}`, deps.config.rateLimitPerMinute);
       throw error;
     }
     // Rate-limited per principal, as the console API is: the project's admin token, an org
     // API key or account (their console budget), a workspace user, or the address.
-    await limitBy(c, workspaceBucket(ctx, address), deps.config.rateLimitPerMinute);
+    await limitRate(c, runtime.limiter, workspaceBucket(ctx, address), deps.config.rateLimitPerMinute);
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Who may call comes before what was sent: a workspace user (or a read-only key writing)
     // hears 403 from an admin operation, whatever the body.
