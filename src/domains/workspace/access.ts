@@ -110,7 +110,7 @@ export async function workspaceContext<E extends AppEnv>(
     // Looked up at each use: a request that outlasts its handle's eviction (a slow upload) gets
     // the one now open, never one closed under it.
     get db() {
-      return runtime.databases.get(project.id) ?? db;
+      return runtime.databases.current(project.id, db);
     },
     caller,
     ip: c.get("clientIp"),

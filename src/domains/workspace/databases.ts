@@ -54,6 +54,11 @@ export class WorkspaceDatabases {
     return db;
   }
 
+  /** `held` while it is still the open handle (no reordering: the request that took it did); else `get`. */
+  current(projectId: string, held: WorkspaceDb): WorkspaceDb {
+    return this.open.get(projectId) === held ? held : (this.get(projectId) ?? held);
+  }
+
   /** Forgets a workspace (deleted or purged project). */
   forget(projectId: string): void {
     const db = this.open.get(projectId);
