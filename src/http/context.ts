@@ -1,4 +1,5 @@
 import type { HttpBindings } from "@hono/node-server";
+import type { OrgAccess } from "../domains/orgs/access.ts";
 import type { Logger } from "../logger.ts";
 import type { AppError } from "./errors.ts";
 import type { Principal } from "./principal.ts";
@@ -14,5 +15,7 @@ export interface AppEnv {
     principal: Principal | null;
     /** Why presented credentials were refused (401 or 403), raised when an operation needs a caller. */
     authError?: AppError;
+    /** The caller's standing in the route's org, once a `requires` guard has checked it. */
+    orgAccess?: OrgAccess;
   };
 }

@@ -1,7 +1,7 @@
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { Deps } from "../deps.ts";
 import type { Ctx, OrgCtx } from "../domains/context.ts";
-import { resolveOrgAccess } from "../domains/orgs/access.ts";
+import { authorize, type OrgAccess, type PermissionName, resolveOrgAccess } from "../domains/orgs/access.ts";
 import type { AppEnv } from "./context.ts";
 import { requirePrincipal } from "./principal.ts";
 
@@ -13,5 +13,22 @@ export function callerCtx(c: Context<AppEnv>, deps: Deps): Ctx {
 /** The service context of an authenticated request on org `slug` (404 unless the caller sees it). */
 export async function orgCtx(c: Context<AppEnv>, deps: Deps, slug: string): Promise<OrgCtx> {
   const ctx = callerCtx(c, deps);
-  return { ...ctx, ...(await resolveOrgAccess(deps, ctx.principal, slug)) };
+  const checked = c.get("orgAccess");
+  return { ...ctx, ...(checked?.org.slug === slug ? checked : await resolveOrgAccess(deps, ctx.principal, slug)) };
+}
+
+/**
+ * Route middleware for an operation on org `{slug}` that takes a body or query: the caller must
+ * see the org (404) and hold `permission` there (403) before the input is validated, so a
+ * viewer learns that the operation is not theirs, not what its body lacks. The access found is
+ * kept for `orgCtx`, which then does not look it up again; the service still authorizes, and
+ * checks what depends on the input (granting the owner role, say).
+ */
+export function requires(deps: Deps, permission: PermissionName): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const access: OrgAccess = await resolveOrgAccess(deps, requirePrincipal(c), c.req.param("slug") ?? "");
+    authorize(access, permission);
+    c.set("orgAccess", access);
+    await next();
+  };
 }

@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { authedErrors, createRouter, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
-import { orgCtx } from "../../http/service-context.ts";
+import { orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import { ApiKeyInput, ApiKeyParams, ApiKeysResponse, CreatedApiKeyResponse } from "./schemas.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "./service.ts";
@@ -40,7 +40,7 @@ const revokeKeyRoute = createRoute({
 
 export function apiKeyRoutes(deps: Deps) {
   return createRouter()
-    .openapi(createKeyRoute, async (c) => {
+    .openapi({ ...createKeyRoute, middleware: requires(deps, "api_keys:manage") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await createApiKey({ ctx, input: c.req.valid("json") }), 201);
     })

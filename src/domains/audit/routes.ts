@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { authedErrors, createRouter, jsonContent, sessionOrKey } from "../../http/router.ts";
-import { orgCtx } from "../../http/service-context.ts";
+import { orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import { AUDIT_DEFAULT_LIMIT, AUDIT_MAX_LIMIT, listAuditEvents } from "./service.ts";
 
@@ -42,7 +42,7 @@ const listAuditRoute = createRoute({
 });
 
 export function auditRoutes(deps: Deps) {
-  return createRouter().openapi(listAuditRoute, async (c) => {
+  return createRouter().openapi({ ...listAuditRoute, middleware: requires(deps, "audit:read") }, async (c) => {
     const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
     return c.json(await listAuditEvents({ ctx, query: c.req.valid("query") }), 200);
   });

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { authedErrors, createRouter, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
-import { orgCtx } from "../../http/service-context.ts";
+import { orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import { DeliverySchema } from "../webhooks/schemas.ts";
 import {
@@ -97,7 +97,7 @@ const routes = {
 
 export function integrationRoutes(deps: Deps) {
   return createRouter()
-    .openapi(routes.create, async (c) => {
+    .openapi({ ...routes.create, middleware: requires(deps, "integrations:manage") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await createIntegration({ ctx, input: c.req.valid("json") }), 201);
     })
@@ -108,7 +108,7 @@ export function integrationRoutes(deps: Deps) {
       const { slug, id } = c.req.valid("param");
       return c.json(await getIntegration({ ctx: await orgCtx(c, deps, slug), id }), 200);
     })
-    .openapi(routes.update, async (c) => {
+    .openapi({ ...routes.update, middleware: requires(deps, "integrations:manage") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await updateIntegration({ ctx, id, input: c.req.valid("json") }), 200);

@@ -10,7 +10,7 @@ import {
   sessionOnly,
   sessionOrKey,
 } from "../../http/router.ts";
-import { callerCtx, orgCtx } from "../../http/service-context.ts";
+import { callerCtx, orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import {
   AcceptInvitationInput,
@@ -98,7 +98,7 @@ export function memberRoutes(deps: Deps) {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await listMembers({ ctx }), 200);
     })
-    .openapi(changeRoleRoute, async (c) => {
+    .openapi({ ...changeRoleRoute, middleware: requires(deps, "members:manage") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
       await changeMemberRole({ ctx, id, role: c.req.valid("json").role });
@@ -114,7 +114,7 @@ export function memberRoutes(deps: Deps) {
       await resendInvitation({ ctx: await orgCtx(c, deps, slug), id });
       return c.json({ ok: true }, 200);
     })
-    .openapi(inviteRoute, async (c) => {
+    .openapi({ ...inviteRoute, middleware: requires(deps, "members:manage") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await inviteMember({ ctx, input: c.req.valid("json") }), 201);
     })

@@ -10,7 +10,7 @@ import {
   sessionOnly,
   sessionOrKey,
 } from "../../http/router.ts";
-import { callerCtx, orgCtx } from "../../http/service-context.ts";
+import { callerCtx, orgCtx, requires } from "../../http/service-context.ts";
 import {
   CreateOrgInput,
   OrgListResponse,
@@ -89,7 +89,7 @@ export function orgRoutes(deps: Deps) {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await getOverview({ ctx }), 200);
     })
-    .openapi(updateOrgRoute, async (c) => {
+    .openapi({ ...updateOrgRoute, middleware: requires(deps, "org:update") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await updateOrg({ ctx, input: c.req.valid("json") }), 200);
     })

@@ -9,7 +9,7 @@ import {
   OkSchema,
   sessionOrKey,
 } from "../../http/router.ts";
-import { orgCtx } from "../../http/service-context.ts";
+import { orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import {
   AdminTokenResponse,
@@ -146,7 +146,7 @@ export function projectRoutes(deps: Deps) {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await listProjects({ ctx }), 200);
     })
-    .openapi(routes.create, async (c) => {
+    .openapi({ ...routes.create, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await createProject({ ctx, input: c.req.valid("json") }), 201);
     })
@@ -154,7 +154,7 @@ export function projectRoutes(deps: Deps) {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await getProject({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
     })
-    .openapi(routes.update, async (c) => {
+    .openapi({ ...routes.update, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await updateProject({ ctx, projectSlug, input: c.req.valid("json") }), 200);
@@ -180,7 +180,7 @@ export function projectRoutes(deps: Deps) {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await reprovisionAdmin({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
     })
-    .openapi(routes.upgrade, async (c) => {
+    .openapi({ ...routes.upgrade, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await upgradeProject({ ctx, projectSlug, version: c.req.valid("query").version }), 200);

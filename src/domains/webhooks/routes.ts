@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { authedErrors, createRouter, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
-import { callerCtx, orgCtx } from "../../http/service-context.ts";
+import { callerCtx, orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import {
   DeliveriesQuery,
@@ -91,7 +91,7 @@ const routes = {
 
 export function webhookRoutes(deps: Deps) {
   return createRouter()
-    .openapi(routes.create, async (c) => {
+    .openapi({ ...routes.create, middleware: requires(deps, "webhooks:manage") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await createWebhook({ ctx, input: c.req.valid("json") }), 201);
     })
@@ -99,7 +99,7 @@ export function webhookRoutes(deps: Deps) {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       return c.json(await listWebhooks({ ctx }), 200);
     })
-    .openapi(routes.update, async (c) => {
+    .openapi({ ...routes.update, middleware: requires(deps, "webhooks:manage") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await updateWebhook({ ctx, id, input: c.req.valid("json") }), 200);
@@ -109,7 +109,7 @@ export function webhookRoutes(deps: Deps) {
       await deleteWebhook({ ctx: await orgCtx(c, deps, slug), id });
       return c.body(null, 204);
     })
-    .openapi(routes.deliveries, async (c) => {
+    .openapi({ ...routes.deliveries, middleware: requires(deps, "webhooks:read") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await listWebhookDeliveries({ ctx, id, query: c.req.valid("query") }), 200);
