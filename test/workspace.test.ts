@@ -97,6 +97,10 @@ describe("workspace patterns", () => {
     expect(projectPayload(row, ["meta"])).toEqual({ meta: { a: 1 } });
     expect(projectPayload([1, 2], ["x"])).toEqual([1, 2]);
     expect(projectPayload("scalar", ["x"])).toBe("scalar");
+    // A `__proto__` key is data like any other, listed or not.
+    const odd = JSON.parse('{"__proto__":{"a":1},"b":2}');
+    expect(JSON.stringify(projectPayload(odd, ["__proto__"]))).toBe('{"__proto__":{"a":1}}');
+    expect(JSON.stringify(projectPayload(odd, ["b"]))).toBe('{"b":2}');
   });
 });
 
@@ -192,6 +196,32 @@ describe("workspace runtime", () => {
     const inKey = await ws("POST", "/items/nul_probe", { token: adminToken, body: { "a\u0000b": 1 } });
     expect(inKey.status).toBe(422);
     expect((await ws("GET", "/items/nul_probe", { token: adminToken })).body.items).toEqual([]);
+  });
+
+  it("keeps every key of item data, `__proto__` too, and refuses data that is not an object", async () => {
+    expect((await ws("POST", "/collections", { token: adminToken, body: { slug: "odd_keys" } })).status).toBe(201);
+    const created = await ws("POST", "/items/odd_keys", {
+      token: adminToken,
+      body: JSON.parse('{"__proto__":{"polluted":true},"constructor":"c","title":"t"}'),
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.item.id;
+    const read = await ws("GET", `/items/odd_keys/${id}`, { token: adminToken });
+    const protoKey = (item: object) => Object.getOwnPropertyDescriptor(item, "__proto__")?.value;
+    expect(protoKey(read.body.item)).toEqual({ polluted: true });
+    expect(read.body.item).toMatchObject({ constructor: "c", title: "t" });
+    const patched = await ws("PATCH", `/items/odd_keys/${id}`, {
+      token: adminToken,
+      body: JSON.parse('{"__proto__":{"polluted":false}}'),
+    });
+    expect(patched.status).toBe(200);
+    expect(protoKey(patched.body.item)).toEqual({ polluted: false });
+    expect(patched.body.item.title).toBe("t");
+    for (const body of [[1, 2], "text", 5, null]) {
+      const refused = await ws("POST", "/items/odd_keys", { token: adminToken, body });
+      expect(refused.status, JSON.stringify(body)).toBe(422);
+      expect(refused.body.error.code).toBe("VALIDATION");
+    }
   });
 
   it("takes item data nested 64 levels deep and refuses deeper with 422, however deep", async () => {

@@ -27,7 +27,15 @@ export function projectPayload(data: unknown, payloadFields: readonly string[] |
   const source = data as Record<string, unknown>;
   const projected: Record<string, unknown> = {};
   for (const field of payloadFields) {
-    if (Object.hasOwn(source, field)) projected[field] = source[field];
+    // defineProperty, not assignment: a listed `__proto__` is a key like any other.
+    if (Object.hasOwn(source, field)) {
+      Object.defineProperty(projected, field, {
+        value: source[field],
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
   }
   return projected;
 }

@@ -51,7 +51,16 @@ const CollectionInput = z
 const ItemSchema = z
   .record(z.string(), z.unknown())
   .openapi("WorkspaceItem", { description: "The item's data plus id, createdAt and updatedAt" });
-const ItemInput = z.record(z.string(), z.unknown()).openapi("WorkspaceItemInput");
+/**
+ * Any JSON object, taken as it was parsed: `z.record` copies the keys by assignment, which drops a
+ * `__proto__` key (it sets the copy's prototype instead), and item data keeps every key it is given.
+ */
+const ItemInput = z
+  .custom<Record<string, unknown>>(
+    (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+    "expected a JSON object",
+  )
+  .openapi("WorkspaceItemInput", { type: "object", additionalProperties: true });
 const Page = z.object({
   limit: z.coerce.number().int().min(1).max(500).optional(),
   offset: z.coerce.number().int().min(0).optional(),
