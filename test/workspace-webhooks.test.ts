@@ -627,6 +627,23 @@ describe("workspace webhooks", () => {
       expect(errorPaths(patched)).toEqual(["headers.Connection"]);
     });
 
+    it("refuses more than 50 custom headers, or more than 8 KiB of them, and takes the limits themselves", async () => {
+      const many = (count: number, valueLength: number) =>
+        Object.fromEntries(Array.from({ length: count }, (_, i) => [`X-H${i}`, "v".repeat(valueLength)]));
+      const base = { name: "headers", url: `${receiver.url}/many`, events: ["items:none"] };
+      expect(errorPaths(await alpha.api("POST", "/webhooks", { ...base, headers: many(51, 1) }))).toEqual(["headers"]);
+      // 10 headers of 4 + 1,000 bytes: over 8 KiB together, though each value is within 1,000.
+      expect(errorPaths(await alpha.api("POST", "/webhooks", { ...base, headers: many(10, 1000) }))).toEqual([
+        "headers",
+      ]);
+      const hook = await alpha.hook({ ...base, headers: many(50, 100) });
+      const sent = await alpha.api("POST", `/webhooks/${hook.id}/test`);
+      expect(sent.body.delivery).toMatchObject({ status: "succeeded" });
+      expect(errorPaths(await alpha.api("PATCH", `/webhooks/${hook.id}`, { headers: many(51, 1) }))).toEqual([
+        "headers",
+      ]);
+    });
+
     it("sends a custom User-Agent in place of Plinth's, once", async () => {
       const hook = await alpha.hook({
         name: "agent",
@@ -1260,7 +1277,11 @@ describe("workspace webhook circuit breaker", () => {
 
     const audit = await autoDisabledAudit();
     expect(audit).toHaveLength(1);
-    expect(audit[0]).toMatchObject({ action: "webhook.auto_disabled", target: { type: "webhook", id: hook.id } });
+    expect(audit[0]).toMatchObject({
+      action: "webhook.auto_disabled",
+      target: { type: "webhook", id: hook.id },
+      data: { projectId: space.project.id, consecutiveFailures: 15 },
+    });
     expect(JSON.stringify(audit[0])).not.toContain("breaker-secret");
     const notifications = await autoDisabledNotifications();
     expect(notifications).toHaveLength(1);
@@ -1486,6 +1507,14 @@ describe("manual retry of a delivery", () => {
         return found.attemptCount === 3 ? found : undefined;
       });
       expect(settled.status).toBe("succeeded");
+      // Numbered in the order they were recorded: the manual attempt (which began after the
+      // automatic one) is 2, the automatic one 3; never two of one number.
+      const numbered = settled.attempts.map((a: { attempt: number; statusCode: number }) => [a.attempt, a.statusCode]);
+      expect(numbered.sort()).toEqual([
+        [1, 500],
+        [2, 200],
+        [3, 500],
+      ]);
       await sleep(2_500);
       expect(overlap.requests).toHaveLength(3);
     } finally {

@@ -3,7 +3,7 @@ import { z } from "@hono/zod-openapi";
 export const INTEGRATION_KINDS = ["slack", "discord", "datadog", "github"] as const;
 export type IntegrationKind = (typeof INTEGRATION_KINDS)[number];
 
-const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" });
+const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);
 
 /** What each provider needs in `config`; the named secret fields are never returned. */
 export const PROVIDER_CONFIG = {

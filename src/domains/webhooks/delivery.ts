@@ -257,32 +257,34 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
       .execute();
   }
   if (sent.length === 0) return;
-  const attempts = sent.map((s) => ({
-    id: newId("att"),
-    delivery_id: s.delivery.id,
-    attempt: s.delivery.attempts + 1,
-    status_code: s.response.statusCode,
-    latency_ms: Math.round(s.response.latencyMs),
-    error: s.error,
-    response_body: s.response.body,
-    request_headers: toJsonColumn(
-      s.target.secretHeaders ? withoutNamesOf(s.headers, s.target.extraHeaders) : s.headers,
-    ),
-    created_at: at,
-  }));
-  await insertRows(trx, deps.dialect, "webhook_attempts", attempts);
-  const groups = new Map<string, { s: Sent; ids: string[] }>();
+  // Deliveries that went the same way are updated together, and each update returns the counters
+  // it reached: an attempt is numbered by its delivery's counter as it stands when the attempt is
+  // written, so attempts that overlapped (a manual retry during an automatic one) get numbers in
+  // the order they were recorded, none twice. A delivery twice in one group would be counted once
+  // by its update, so a second attempt at it goes into a group of its own.
+  const groups = new Map<string, Sent[]>();
+  const seen = new Map<string, number>();
   for (const s of sent) {
-    const key = JSON.stringify([s.status, s.response.statusCode, s.error, s.request.replayHeaders !== undefined]);
+    const occurrence = seen.get(s.delivery.id) ?? 0;
+    seen.set(s.delivery.id, occurrence + 1);
+    const key = JSON.stringify([
+      s.status,
+      s.response.statusCode,
+      s.error,
+      s.request.replayHeaders !== undefined,
+      occurrence,
+    ]);
     const group = groups.get(key);
-    if (group) group.ids.push(s.delivery.id);
-    else groups.set(key, { s, ids: [s.delivery.id] });
+    if (group) group.push(s);
+    else groups.set(key, [s]);
   }
-  for (const { s, ids } of groups.values()) {
+  const numbers = new Map<Sent, number>();
+  for (const group of groups.values()) {
+    const s = group[0] as Sent;
     // A failed attempt leaves a delivery another attempt finished meanwhile (a manual retry that
     // succeeded, a breaker's skip) as it is; a success, or a replay, always says how it went.
     const keepsFinished = !s.ok && !s.request.replayHeaders;
-    await trx
+    const counted = await trx
       .updateTable("webhook_deliveries")
       .set((eb) => ({
         status: keepsFinished
@@ -293,9 +295,32 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
         last_error: s.error,
         updated_at: at,
       }))
-      .where(oneOf(deps.dialect, "id", ids))
+      .where(
+        oneOf(
+          deps.dialect,
+          "id",
+          group.map((member) => member.delivery.id),
+        ),
+      )
+      .returning(["id", "attempts"])
       .execute();
+    const reached = new Map(counted.map((row) => [row.id, row.attempts]));
+    for (const member of group) numbers.set(member, reached.get(member.delivery.id) ?? member.delivery.attempts + 1);
   }
+  const attempts = sent.map((s) => ({
+    id: newId("att"),
+    delivery_id: s.delivery.id,
+    attempt: numbers.get(s) as number,
+    status_code: s.response.statusCode,
+    latency_ms: Math.round(s.response.latencyMs),
+    error: s.error,
+    response_body: s.response.body,
+    request_headers: toJsonColumn(
+      s.target.secretHeaders ? withoutNamesOf(s.headers, s.target.extraHeaders) : s.headers,
+    ),
+    created_at: at,
+  }));
+  await insertRows(trx, deps.dialect, "webhook_attempts", attempts);
   // Breakers of active webhooks, moved attempt by attempt, so exactly the attempt that takes the
   // counter to the threshold trips it. A success resets the counter as it is now, not as read
   // before the request went out (other attempts may have failed meanwhile): once per webhook and
@@ -378,7 +403,13 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
     orgId: hook.org_id,
     action: "webhook.auto_disabled",
     target: { type: "webhook", id: hook.id },
-    data: { url: hook.url, consecutiveFailures: hook.consecutive_failures, reason },
+    // A workspace hook's row names its project, as every workspace_webhook.* row does.
+    data: {
+      ...(hook.project_id ? { projectId: hook.project_id } : {}),
+      url: hook.url,
+      consecutiveFailures: hook.consecutive_failures,
+      reason,
+    },
   });
   await notifyOrgAdmins(trx, deps, {
     orgId: hook.org_id,

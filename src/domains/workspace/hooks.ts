@@ -60,7 +60,6 @@ async function auditHook(trx: Db, ctx: WorkspaceCtx, action: string, hookId: str
   });
 }
 
-/** Custom headers may not name `Content-Type` or any `X-Service-*` header (SPEC rule 9). */
 /** RFC 9110 token characters: what a header name may be made of. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Visible ASCII, space and tab: no line breaks or other control characters. */
@@ -79,15 +78,28 @@ const CLIENT_HEADERS = new Set([
   "expect",
 ]);
 
+/** Custom headers per hook at most, and their names and values together at most this many bytes. */
+export const MAX_CUSTOM_HEADERS = 50;
+export const MAX_CUSTOM_HEADER_BYTES = 8 * 1024;
+
 /**
  * Custom headers must be sendable as given: valid names and values, none that the HTTP client
- * owns, none that Plinth sets (`Content-Type`, `X-Service-*`), and no name twice in two cases.
- * Anything else would be stored and then fail every attempt.
+ * owns, none that Plinth sets (`Content-Type`, `X-Service-*`, SPEC rule 9), no name twice in two
+ * cases, and few and small enough that a receiver takes them (Node refuses a request whose headers
+ * pass 16 KiB with 431). Anything else would be stored and then fail every attempt.
  */
 function assertHeadersAllowed(headers: Record<string, string> | null | undefined): void {
   const issues: Array<{ path: string; message: string }> = [];
+  const entries = Object.entries(headers ?? {});
+  if (entries.length > MAX_CUSTOM_HEADERS) {
+    issues.push({ path: "headers", message: `at most ${MAX_CUSTOM_HEADERS} custom headers` });
+  }
+  const bytes = entries.reduce((sum, [name, value]) => sum + Buffer.byteLength(name) + Buffer.byteLength(value), 0);
+  if (bytes > MAX_CUSTOM_HEADER_BYTES) {
+    issues.push({ path: "headers", message: `names and values at most ${MAX_CUSTOM_HEADER_BYTES} bytes in all` });
+  }
   const seen = new Map<string, string>();
-  for (const [name, value] of Object.entries(headers ?? {})) {
+  for (const [name, value] of entries) {
     const path = `headers.${name}`;
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) issues.push({ path, message: "not a valid header name" });
