@@ -130,7 +130,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
         return c.json({ error: { code: "UNAVAILABLE", message: "database unreachable" } }, 503);
       }
     })
-    .route("/", authRoutes(auth))
+    .route("/", authRoutes(deps, auth))
     .route("/", accountRoutes(deps))
     .route("/", orgRoutes(deps))
     .route("/", memberRoutes(deps))

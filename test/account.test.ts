@@ -137,6 +137,18 @@ describe("POST /auth/sign-up/email", () => {
     expectErrorEnvelope(await signInRaw({ email, password: "another-password" }), 401, "UNAUTHORIZED");
   });
 
+  it("gives simultaneous sign-ups of one e-mail one account: one 200, every other 409 CONFLICT", async () => {
+    const email = uniqueEmail("race");
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        signUpRaw({ email: i % 2 ? email : email.toUpperCase(), password: PASSWORD, name: `R${i}` }),
+      ),
+    );
+    expect(answers.filter((res) => res.status === 200)).toHaveLength(1);
+    for (const res of answers.filter((r) => r.status !== 200)) expectErrorEnvelope(res, 409, "CONFLICT");
+    expect((await signInRaw({ email, password: PASSWORD })).status).toBe(200);
+  });
+
   it("takes a password of 8 characters and refuses 7, naming the field", async () => {
     const short = await signUpRaw({ email: uniqueEmail("short"), password: "1234567", name: "Short" });
     expectValidation(short, "password");

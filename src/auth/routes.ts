@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { Deps } from "../deps.ts";
 import type { AppEnv } from "../http/context.ts";
 import { type ErrorCode, errorBody } from "../http/errors.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
@@ -112,9 +113,16 @@ const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
 
 /**
  * Hands a request to better-auth with the body Plinth already validated, and puts its errors
- * into Plinth's envelope. An existing e-mail at sign-up is a 409 here (better-auth says 422).
+ * into Plinth's envelope. An existing e-mail at sign-up is a 409 here (better-auth says 422), and
+ * so is a sign-up that lost a race for its e-mail: better-auth found no account, then the
+ * database's unique index refused the insert (`FAILED_TO_CREATE_USER`), which `taken` confirms.
  */
-async function forward(c: Context<AppEnv>, auth: Auth, body?: unknown): Promise<Response> {
+async function forward(
+  c: Context<AppEnv>,
+  auth: Auth,
+  body?: unknown,
+  taken?: () => Promise<boolean>,
+): Promise<Response> {
   const headers = new Headers(c.req.raw.headers);
   headers.delete("content-length");
   if (body !== undefined) headers.set("content-type", "application/json");
@@ -133,7 +141,9 @@ async function forward(c: Context<AppEnv>, auth: Auth, body?: unknown): Promise<
     return c.body(await response.text(), response.status as ContentfulStatusCode, passHeaders);
   }
   const problem = (await response.json().catch(() => ({}))) as { code?: string; message?: string };
-  const exists = problem.code?.startsWith("USER_ALREADY_EXISTS");
+  const exists =
+    problem.code?.startsWith("USER_ALREADY_EXISTS") ||
+    (problem.code === "FAILED_TO_CREATE_USER" && taken !== undefined && (await taken()));
   const status = (exists ? 409 : response.status) as ContentfulStatusCode;
   const code = STATUS_CODES[status] ?? (status >= 500 ? "INTERNAL" : "BAD_REQUEST");
   const message = exists
@@ -142,9 +152,22 @@ async function forward(c: Context<AppEnv>, auth: Auth, body?: unknown): Promise<
   return c.json(errorBody(code, message, problem.code ? { reason: problem.code } : undefined), status, passHeaders);
 }
 
-export function authRoutes(auth: Auth) {
+/** Whether an account holds `email` (better-auth stores e-mails in lower case). */
+async function emailTaken(deps: Deps, email: string): Promise<boolean> {
+  const row = await deps.db
+    .selectFrom("users")
+    .select("id")
+    .where("email", "=", email.toLowerCase())
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export function authRoutes(deps: Deps, auth: Auth) {
   return createRouter()
-    .openapi(signUpRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
+    .openapi(signUpRoute, (c) => {
+      const input = c.req.valid("json");
+      return forward(c, auth, input, () => emailTaken(deps, input.email)) as never;
+    })
     .openapi(signInRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
     .openapi(signOutRoute, (c) => forward(c, auth, {}) as never)
     .openapi(getSessionRoute, (c) => forward(c, auth) as never);
