@@ -125,6 +125,26 @@ describe("error envelope", () => {
     expect(orgs.body.orgs.map((org: { name: string }) => org.name)).toEqual(["Conventions"]);
   });
 
+  // A lone surrogate has no UTF-8 encoding: stored, it would come back as U+FFFD, unlike what
+  // the request was told. A pair (an emoji) is text like any other.
+  it("answers text with an unpaired surrogate, in a value or a key, with 422 naming it", async () => {
+    const created = await call(app, "POST", "/org", { cookie: owner.cookie, body: { name: "odd \ud800" } });
+    expect(created.status).toBe(422);
+    expect(created.body.error.details).toEqual([{ path: "name", message: expect.stringContaining("surrogate") }]);
+    const inKey = await call(app, "PATCH", "/account", {
+      cookie: owner.cookie,
+      body: { preferences: { "k\udc00": 1 } },
+    });
+    expect(inKey.status).toBe(422);
+    expect(inKey.body.error.details[0].path).toBe("preferences.k\udc00");
+    const emoji = await call(app, "PATCH", "/account", { cookie: owner.cookie, body: { name: "Ada 😀" } });
+    expect(emoji.status).toBe(200);
+    const account = await call(app, "GET", "/account", { cookie: owner.cookie });
+    expect(account.body.account.name).toBe("Ada 😀");
+    const orgs = await call(app, "GET", "/orgs", { cookie: owner.cookie });
+    expect(orgs.body.orgs.map((org: { name: string }) => org.name)).toEqual(["Conventions"]);
+  });
+
   it("answers a body over 1 MiB with 413 PAYLOAD_TOO_LARGE", async () => {
     const res = await call(app, "PATCH", "/account", {
       cookie: owner.cookie,

@@ -11,18 +11,31 @@ export function toFieldIssues(error: z.ZodError, target: string): FieldIssue[] {
 }
 
 const NUL_MESSAGE = "must not contain the NUL character (U+0000)";
+const SURROGATE_MESSAGE = "must be well-formed Unicode: an unpaired surrogate (U+D800–U+DFFF) cannot be stored";
+/** A UTF-16 surrogate without its pair: UTF-8, which both databases store, has no encoding for it. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** What is wrong with a string or key as stored text, if anything. */
+function textIssue(text: string): string | undefined {
+  if (text.includes("\0")) return NUL_MESSAGE;
+  if (LONE_SURROGATE.test(text)) return SURROGATE_MESSAGE;
+  return undefined;
+}
 /** Deepest nesting of arrays and objects a request may send (items' data included). */
 export const MAX_JSON_DEPTH = 64;
 
 /**
- * Where `value` holds U+0000, in a string or a key (PostgreSQL's text cannot store it, so neither
- * database takes it: the same input must not succeed on one and fail on the other), and where it
- * nests deeper than MAX_JSON_DEPTH (which would overflow the stack of whatever walks it next).
+ * Where `value` holds text neither database stores as given, in a string or a key: U+0000
+ * (PostgreSQL's text cannot hold it, so neither database takes it: the same input must not
+ * succeed on one and fail on the other) or an unpaired surrogate (it would come back as U+FFFD);
+ * and where it nests deeper than MAX_JSON_DEPTH (which would overflow the stack of whatever walks
+ * it next).
  */
 function inputIssues(value: unknown, path: readonly string[], target: string, issues: FieldIssue[]): void {
   const at = (keys: readonly string[]) => (keys.length > 0 ? keys.join(".") : target === "json" ? "body" : target);
   if (typeof value === "string") {
-    if (value.includes("\0")) issues.push({ path: at(path), message: NUL_MESSAGE });
+    const issue = textIssue(value);
+    if (issue) issues.push({ path: at(path), message: issue });
     return;
   }
   if (typeof value !== "object" || value === null) return;
@@ -35,14 +48,16 @@ function inputIssues(value: unknown, path: readonly string[], target: string, is
     return;
   }
   for (const [key, item] of Object.entries(value)) {
-    if (key.includes("\0")) issues.push({ path: at([...path, key]), message: NUL_MESSAGE });
+    const issue = textIssue(key);
+    if (issue) issues.push({ path: at([...path, key]), message: issue });
     else inputIssues(item, [...path, key], target, issues);
   }
 }
 
 /**
  * A router whose request validation failures become 422 VALIDATION envelopes, as do text with a
- * NUL character anywhere in a body, query or path parameter, and a body nested too deep.
+ * NUL character or an unpaired surrogate anywhere in a body, query or path parameter, and a body
+ * nested too deep.
  */
 export function createRouter<E extends AppEnv = AppEnv>() {
   return new OpenAPIHono<E>({
