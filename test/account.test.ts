@@ -334,6 +334,13 @@ describe("GET and PATCH /account", () => {
 
     expect((await patch({ preferences: {} })).status).toBe(200);
     expect((await getAccount(user.cookie)).preferences).toStrictEqual({});
+
+    // A `__proto__` key is a key like any other (JSON.parse makes it an own property).
+    const odd = JSON.parse('{"__proto__":{"x":1},"constructor":{"prototype":{"y":2}}}');
+    expect((await patch({ preferences: odd })).status).toBe(200);
+    const stored = (await getAccount(user.cookie)).preferences;
+    expect(Object.getOwnPropertyDescriptor(stored, "__proto__")?.value).toEqual({ x: 1 });
+    expect(stored.constructor).toEqual({ prototype: { y: 2 } });
   });
 
   it("refuses preferences that are not an object", async () => {

@@ -107,6 +107,20 @@ export function jsonBody<T extends z.ZodType>(schema: T) {
   return { required: true, content: { "application/json": { schema } } };
 }
 
+/**
+ * Any JSON object, taken as it was parsed, for data a caller stores as given (item data,
+ * preferences): `z.record` copies the keys by assignment, which drops a `__proto__` key (it sets
+ * the copy's prototype instead).
+ */
+export function jsonObject() {
+  return z
+    .custom<Record<string, unknown>>(
+      (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+      "expected a JSON object",
+    )
+    .openapi({ type: "object", additionalProperties: true });
+}
+
 export const OkSchema = z.object({ ok: z.boolean() }).openapi("Ok");
 
 /** Both security schemes: every authenticated operation accepts either. */

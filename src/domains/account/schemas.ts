@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { jsonObject } from "../../http/router.ts";
 
 export const AccountSchema = z
   .object({
@@ -17,6 +18,6 @@ export const UpdateAccountInput = z
     name: z.string().max(120).optional(),
     title: z.string().max(120).optional(),
     timezone: z.string().max(60).optional(),
-    preferences: z.record(z.string(), z.unknown().nullable()).optional(),
+    preferences: jsonObject().optional(),
   })
   .openapi("UpdateAccountInput");

@@ -4,7 +4,14 @@ import type { Context } from "hono";
 import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
 import { limitRate } from "../../http/rate-limit.ts";
-import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
+import {
+  createRouter,
+  errorResponses,
+  jsonBody,
+  jsonContent,
+  jsonObject,
+  withOperationIds,
+} from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
@@ -51,16 +58,7 @@ const CollectionInput = z
 const ItemSchema = z
   .record(z.string(), z.unknown())
   .openapi("WorkspaceItem", { description: "The item's data plus id, createdAt and updatedAt" });
-/**
- * Any JSON object, taken as it was parsed: `z.record` copies the keys by assignment, which drops a
- * `__proto__` key (it sets the copy's prototype instead), and item data keeps every key it is given.
- */
-const ItemInput = z
-  .custom<Record<string, unknown>>(
-    (value) => typeof value === "object" && value !== null && !Array.isArray(value),
-    "expected a JSON object",
-  )
-  .openapi("WorkspaceItemInput", { type: "object", additionalProperties: true });
+const ItemInput = jsonObject().openapi("WorkspaceItemInput");
 const Page = z.object({
   limit: z.coerce.number().int().min(1).max(500).optional(),
   offset: z.coerce.number().int().min(0).optional(),
