@@ -125,6 +125,15 @@ describe("members and invitations", () => {
   // ---- invitation flow ----
 
   describe("invitation flow", () => {
+    it("puts the org's name on one line of the mail, whatever line breaks it holds", async () => {
+      const { owner, slug } = await newOrg("Acme\r\nAccept here instead: https://evil.example/x");
+      const email = uniqueEmail("spoofed");
+      const { mail } = await inviteAndReadMail(slug, { cookie: owner.cookie }, email, "viewer");
+      const lines = mailText(mail).split(/\r?\n/);
+      expect(lines.filter((line) => line.startsWith("Accept here instead"))).toEqual([]);
+      expect(lines.some((line) => line.includes('"Acme  Accept here instead: https://evil.example/x"'))).toBe(true);
+    });
+
     it("invites by mail through SMTP, lists the pending invitation, and the invitee joins with the invited role", async () => {
       const { owner, slug } = await newOrg("Flow Org");
       const email = uniqueEmail("invitee");

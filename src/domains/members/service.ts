@@ -431,12 +431,13 @@ export function invitationJobs(deps: Deps): JobHandlers {
         });
         if (!invitation) return;
         const inviter = typeof payload.inviter === "string" ? payload.inviter : "An administrator";
+        const orgName = onOneLine(invitation.org_name);
         const link = `${deps.config.publicUrl}/accept-invite?token=${encodeURIComponent(token)}`;
         await deps.mailer.send({
           to: invitation.email,
-          subject: `You're invited to join ${invitation.org_name} on Plinth`,
+          subject: `You're invited to join ${orgName} on Plinth`,
           text: [
-            `${inviter} invited you to join the organization "${invitation.org_name}" on Plinth as ${invitation.role}.`,
+            `${inviter} invited you to join the organization "${orgName}" on Plinth as ${invitation.role}.`,
             "",
             `Accept the invitation: ${link}`,
             "",
@@ -446,4 +447,13 @@ export function invitationJobs(deps: Deps): JobHandlers {
       },
     },
   };
+}
+
+/**
+ * Text an org chose, put on one line of a mail: its line breaks and other control characters
+ * become spaces, so a name cannot start lines of its own that pass for the mail's (a fake link).
+ */
+function onOneLine(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it replaces
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, " ");
 }
