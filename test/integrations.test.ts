@@ -304,6 +304,51 @@ describe("integrations", () => {
     }
   });
 
+  it("masks config keys beyond the provider's whose names say they are secret, for every reader", async () => {
+    const created = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: {
+        kind: "datadog",
+        config: {
+          apiKey: "dd-api-key-1234",
+          appKey: "dd-app-key-5678",
+          signingSecret: "sig-secret-abcd",
+          password: "hunter2hunter2",
+          channel: "#alerts",
+        },
+      },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.integration.id;
+    const expected = {
+      apiKey: masked("dd-api-key-1234"),
+      appKey: masked("dd-app-key-5678"),
+      signingSecret: masked("sig-secret-abcd"),
+      password: masked("hunter2hunter2"),
+      channel: "#alerts",
+    };
+    expect(created.body.integration.config).toMatchObject(expected);
+    const read = await call(app, "GET", `/org/${slug}/integrations/${id}`, as("viewer"));
+    expect(read.body.integration.config).toMatchObject(expected);
+    // Sent back as read, a masked value keeps what is stored.
+    const patched = await call(app, "PATCH", `/org/${slug}/integrations/${id}`, {
+      cookie: owner.cookie,
+      body: { config: { ...read.body.integration.config, channel: "#ops" } },
+    });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    const row = await app.server.deps.db
+      .selectFrom("integrations")
+      .select("config")
+      .where("id", "=", id)
+      .executeTakeFirstOrThrow();
+    expect(JSON.parse(row.config)).toMatchObject({
+      appKey: "dd-app-key-5678",
+      password: "hunter2hunter2",
+      channel: "#ops",
+    });
+    expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
+  });
+
   it("answers 404 for an unknown integration id", async () => {
     const missing = "int_does_not_exist";
     for (const [method, suffix] of [

@@ -47,15 +47,26 @@ function maskSecret(value: unknown): string {
   return text.length <= 4 ? MASK : `${MASK}${text.slice(-4)}`;
 }
 
+/** Names that say a config value is a credential, whatever the provider makes of it. */
+const SECRET_NAME = /secret|token|passw|pwd|api[-_]?key|app[-_]?key|private[-_]?key|credential|authorization|signing/i;
+
+/**
+ * Whether a config key holds a secret: one the provider names (the webhook URL of slack and
+ * discord, datadog's apiKey, github's token), or any other key (config takes arbitrary values)
+ * whose name says so, such as `appKey`, `signingSecret` or `password`.
+ */
+function isSecretKey(kind: IntegrationKind, key: string): boolean {
+  return (PROVIDER_CONFIG[kind].secrets as readonly string[]).includes(key) || SECRET_NAME.test(key);
+}
+
 export function toIntegration(row: IntegrationRow) {
   const kind = row.kind as IntegrationKind;
   const config = fromJsonColumn<Record<string, unknown>>(row.config, {});
-  const secrets: readonly string[] = PROVIDER_CONFIG[kind].secrets;
   return {
     id: row.id,
     kind,
     config: Object.fromEntries(
-      Object.entries(config).map(([key, value]) => [key, secrets.includes(key) ? maskSecret(value) : value]),
+      Object.entries(config).map(([key, value]) => [key, isSecretKey(kind, key) ? maskSecret(value) : value]),
     ),
     events: fromJsonColumn<string[] | null>(row.events, null),
     createdAt: row.created_at,
@@ -155,7 +166,7 @@ export async function updateIntegration({
     const config = Object.fromEntries(
       Object.entries(input.config).map(([key, value]) => [
         key,
-        isMasked(value) && (PROVIDER_CONFIG[kind].secrets as readonly string[]).includes(key) ? stored[key] : value,
+        isMasked(value) && isSecretKey(kind, key) ? stored[key] : value,
       ]),
     );
     changes.config = toJsonColumn(await validConfig(ctx, kind, config)) ?? "{}";
