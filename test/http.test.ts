@@ -120,9 +120,29 @@ describe("error envelope", () => {
     expect(audit.status).toBe(422);
     expect(audit.body.error.details[0].path).toBe("action");
 
+    // Also in a key or value the operation ignores, and in a query parameter it does not know.
+    const ignored = await call(app, "POST", "/org", { cookie: owner.cookie, body: { name: "Fine", extra: nul } });
+    expect(ignored.status).toBe(422);
+    expect(ignored.body.error.details).toEqual([{ path: "extra", message: expect.stringContaining("U+0000") }]);
+    const inKey = await call(app, "POST", "/org", { cookie: owner.cookie, body: { name: "Fine", [nul]: 1 } });
+    expect(inKey.status).toBe(422);
+    const unknownQuery = await call(app, "GET", `/org/${slug}/audit?other=${encodeURIComponent(nul)}`, {
+      cookie: owner.cookie,
+    });
+    expect(unknownQuery.status).toBe(422);
+    expect(unknownQuery.body.error.details[0].path).toBe("other");
+
     // Nothing was stored.
     const orgs = await call(app, "GET", "/orgs", { cookie: owner.cookie });
     expect(orgs.body.orgs.map((org: { name: string }) => org.name)).toEqual(["Conventions"]);
+  });
+
+  it("answers a body nested deeper than 64 levels with 422, in a key the operation ignores too", async () => {
+    let deep: unknown = "bottom";
+    for (let i = 0; i < 70; i++) deep = [deep];
+    const res = await call(app, "POST", "/org", { cookie: owner.cookie, body: { name: "Deep", extra: deep } });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details[0].message).toContain("64");
   });
 
   // A lone surrogate has no UTF-8 encoding: stored, it would come back as U+FFFD, unlike what

@@ -54,6 +54,13 @@ function inputIssues(value: unknown, path: readonly string[], target: string, is
   }
 }
 
+/** Query parameters as sent: one value as itself, a repeated parameter as its list. */
+function queryAsSent(queries: Record<string, string[]>): Record<string, string | string[]> {
+  return Object.fromEntries(
+    Object.entries(queries).map(([key, values]) => [key, values.length === 1 ? (values[0] as string) : values]),
+  );
+}
+
 /**
  * A router whose request validation failures become 422 VALIDATION envelopes, as do text with a
  * NUL character or an unpaired surrogate anywhere in a body, query or path parameter, and a body
@@ -61,11 +68,19 @@ function inputIssues(value: unknown, path: readonly string[], target: string, is
  */
 export function createRouter<E extends AppEnv = AppEnv>() {
   return new OpenAPIHono<E>({
-    defaultHook: (result) => {
+    defaultHook: async (result, c) => {
       if (!result.success) throw new ValidationError(toFieldIssues(result.error, result.target));
       if (result.target === "header" || result.target === "cookie") return;
+      // The input as sent, not as parsed: a NUL or deep nesting in a key the schema drops is
+      // refused too ("anywhere in a body, query or path parameter"). Hono keeps the parsed body.
+      const sent =
+        result.target === "json"
+          ? await c.req.json()
+          : result.target === "query"
+            ? queryAsSent(c.req.queries())
+            : result.data;
       const issues: FieldIssue[] = [];
-      inputIssues(result.data, [], result.target, issues);
+      inputIssues(sent, [], result.target, issues);
       if (issues.length > 0) throw new ValidationError(issues);
     },
   });
