@@ -971,6 +971,28 @@ describe("retries", () => {
     expect(await getHook(app, org, webhook.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
   });
 
+  it("stops retrying a delivery once its webhook's org is deleted: the retry is skipped, not sent", async () => {
+    const org = await freshOrg();
+    const receiver = await startScriptedReceiver(["hold"], 500);
+    await createHook(app, org, receiver.url, ["member.invited"]);
+    await invite(app, org);
+    const [first] = await receiver.waitForCount(1);
+    const deliveryId = header(first!, "X-Service-Delivery");
+    expect((await call(app, "DELETE", `/org/${org.slug}`, { cookie: org.owner.cookie })).status).toBe(200);
+    receiver.release(500);
+    const status = async () =>
+      (
+        await app.server.deps.db
+          .selectFrom("webhook_deliveries")
+          .select("status")
+          .where("id", "=", deliveryId)
+          .executeTakeFirst()
+      )?.status;
+    await until("the retry skipped", async () => (await status()) === "skipped");
+    await sleep(300);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
   it("dead-letters a delivery after WEBHOOK_MAX_ATTEMPTS (4) failures", async () => {
     const org = await freshOrg();
     const receiver = await startScriptedReceiver([], 503);

@@ -48,13 +48,25 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
   for (const delivery of deliveries) ids[delivery.target_type as keyof typeof ids]?.add(delivery.target_id);
   const targets = new Map<string, Target>();
   if (ids.webhook.size > 0) {
+    // A hook is gone with its org, or with its project (a workspace hook), as when deleted itself.
     const hooks = await deps.db
       .selectFrom("webhooks")
-      .select(["id", "url", "secret", "headers", "active", "deleted_at"])
-      .where("id", "in", [...ids.webhook])
+      .innerJoin("orgs", "orgs.id", "webhooks.org_id")
+      .leftJoin("projects", "projects.id", "webhooks.project_id")
+      .select([
+        "webhooks.id",
+        "webhooks.url",
+        "webhooks.secret",
+        "webhooks.headers",
+        "webhooks.active",
+        "webhooks.deleted_at",
+        "orgs.deleted_at as org_deleted_at",
+        "projects.deleted_at as project_deleted_at",
+      ])
+      .where("webhooks.id", "in", [...ids.webhook])
       .execute();
     for (const hook of hooks) {
-      if (hook.deleted_at !== null) continue;
+      if (hook.deleted_at !== null || hook.org_deleted_at !== null || hook.project_deleted_at !== null) continue;
       targets.set(targetKey("webhook", hook.id), {
         url: hook.url,
         secret: hook.secret,
@@ -86,11 +98,18 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
   if (ids.integration.size > 0) {
     const integrations = await deps.db
       .selectFrom("integrations")
-      .select(["id", "kind", "config", "deleted_at"])
-      .where("id", "in", [...ids.integration])
+      .innerJoin("orgs", "orgs.id", "integrations.org_id")
+      .select([
+        "integrations.id",
+        "integrations.kind",
+        "integrations.config",
+        "integrations.deleted_at",
+        "orgs.deleted_at as org_deleted_at",
+      ])
+      .where("integrations.id", "in", [...ids.integration])
       .execute();
     for (const integration of integrations) {
-      if (integration.deleted_at !== null) continue;
+      if (integration.deleted_at !== null || integration.org_deleted_at !== null) continue;
       // Address and credentials both come from the current config, so a retry after a change
       // never sends new credentials to the old address.
       const config = fromJsonColumn<Record<string, unknown>>(integration.config, {});
