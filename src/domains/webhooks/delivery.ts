@@ -390,6 +390,8 @@ async function recordFailure(trx: Db, deps: Deps, webhookId: string, at: string)
     .updateTable("webhooks")
     .set((eb) => ({ consecutive_failures: eb("consecutive_failures", "+", 1), last_failure_at: at }))
     .where("id", "=", webhookId)
+    // Attempts that were under way when the breaker tripped leave the count where the trip left it.
+    .where("active", "=", 1)
     .returning(["id", "org_id", "project_id", "url", "active", "consecutive_failures"])
     .executeTakeFirst();
   if (!hook) return 0;
