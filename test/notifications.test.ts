@@ -311,6 +311,21 @@ describe("notifications", () => {
     expect(fresh[0]).toMatchObject({ kind: "member.invited", data: { email: third }, read: false });
   });
 
+  it("pages by limit and offset, newest first, and validates both", async () => {
+    for (let i = 0; i < 3; i++) await invite();
+    const all = await list(owner, "?limit=500");
+    expect(all.length).toBeGreaterThanOrEqual(3);
+    const firstTwo = await list(owner, "?limit=2");
+    expect(firstTwo.map((n) => n.id)).toEqual(all.slice(0, 2).map((n) => n.id));
+    const next = await list(owner, "?limit=2&offset=2");
+    expect(next.map((n) => n.id)).toEqual(all.slice(2, 4).map((n) => n.id));
+    for (const query of ["?limit=0", "?limit=501", "?limit=x", "?offset=-1"]) {
+      const res = await call(app, "GET", `/org/${slug}/notifications${query}`, { cookie: owner.cookie });
+      expect(res.status, query).toBe(422);
+      expect(res.body.error.code).toBe("VALIDATION");
+    }
+  });
+
   it("refuses unknown ids, other accounts' ids, API keys, missing credentials and other orgs", async () => {
     const email = await invite();
     const ownerN = invitedFor(await list(owner), email)[0] as Notification;

@@ -523,6 +523,11 @@ describe("projects", () => {
       const deploys = await deploysOf(slug, project.slug, owner);
       expect(deploys.map((d) => d.kind)).toEqual(["resume", "provision"]);
       expect(deploys[0]).toMatchObject({ status: "succeeded" });
+      // Deploys are paged, newest first.
+      const deploysPath = `/org/${slug}/projects/${project.slug}/deploys`;
+      const page = await call(app, "GET", `${deploysPath}?limit=1&offset=1`, { cookie: owner.cookie });
+      expect(page.body.deploys.map((d: { kind: string }) => d.kind)).toEqual(["provision"]);
+      expect((await call(app, "GET", `${deploysPath}?limit=0`, { cookie: owner.cookie })).status).toBe(422);
 
       const events = await p.audit(slug, owner);
       const mine = events.filter((e) => e.target.id === project.id);

@@ -136,6 +136,20 @@ export function jsonObject() {
     .openapi({ type: "object", additionalProperties: true });
 }
 
+/** `limit` and `offset` query parameters of a list, newest or oldest first as the list says. */
+export function pageQuery(defaultLimit: number, maxLimit: number) {
+  return {
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(maxLimit)
+      .optional()
+      .openapi({ description: `1..${maxLimit}, default ${defaultLimit}` }),
+    offset: z.coerce.number().int().min(0).optional().openapi({ description: "Rows to skip, default 0" }),
+  };
+}
+
 export const OkSchema = z.object({ ok: z.boolean() }).openapi("Ok");
 
 /** Both security schemes: every authenticated operation accepts either. */

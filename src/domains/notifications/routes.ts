@@ -1,9 +1,15 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { authedErrors, createRouter, jsonContent, OkSchema, sessionOnly } from "../../http/router.ts";
+import { authedErrors, createRouter, jsonContent, OkSchema, pageQuery, sessionOnly } from "../../http/router.ts";
 import { orgCtx } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
-import { listNotifications, markAllNotificationsRead, markNotificationRead } from "./service.ts";
+import {
+  listNotifications,
+  markAllNotificationsRead,
+  markNotificationRead,
+  NOTIFICATIONS_LIMIT,
+  NOTIFICATIONS_MAX_LIMIT,
+} from "./service.ts";
 
 const tags = ["Notifications"];
 
@@ -34,7 +40,10 @@ const routes = {
     security: sessionOnly,
     request: {
       params: SlugParams,
-      query: z.object({ unread: z.enum(["true", "false"]).optional().openapi({ description: "Only unread ones" }) }),
+      query: z.object({
+        unread: z.enum(["true", "false"]).optional().openapi({ description: "Only unread ones" }),
+        ...pageQuery(NOTIFICATIONS_LIMIT, NOTIFICATIONS_MAX_LIMIT),
+      }),
     },
     responses: {
       200: jsonContent(z.object({ notifications: z.array(NotificationSchema) }), "Notifications"),
@@ -65,7 +74,8 @@ export function notificationRoutes(deps: Deps) {
   return createRouter()
     .openapi(routes.list, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
-      return c.json(await listNotifications({ ctx, unreadOnly: c.req.valid("query").unread === "true" }), 200);
+      const { unread, limit, offset } = c.req.valid("query");
+      return c.json(await listNotifications({ ctx, unreadOnly: unread === "true", limit, offset }), 200);
     })
     .openapi(routes.read, async (c) => {
       const { slug, id } = c.req.valid("param");

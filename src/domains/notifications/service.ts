@@ -48,10 +48,22 @@ function recipientOf(ctx: OrgCtx): string {
   return ctx.principal.accountId;
 }
 
+/** Notifications a list shows by default, and at most. */
 export const NOTIFICATIONS_LIMIT = 100;
+export const NOTIFICATIONS_MAX_LIMIT = 500;
 
-/** The caller's notifications in this org, newest first (the latest 100). */
-export async function listNotifications({ ctx, unreadOnly }: { ctx: OrgCtx; unreadOnly: boolean }) {
+/** The caller's notifications in this org, newest first, a page at a time (`limit`, `offset`). */
+export async function listNotifications({
+  ctx,
+  unreadOnly,
+  limit = NOTIFICATIONS_LIMIT,
+  offset = 0,
+}: {
+  ctx: OrgCtx;
+  unreadOnly: boolean;
+  limit?: number;
+  offset?: number;
+}) {
   const accountId = recipientOf(ctx);
   let query = ctx.deps.db
     .selectFrom("notifications")
@@ -59,7 +71,7 @@ export async function listNotifications({ ctx, unreadOnly }: { ctx: OrgCtx; unre
     .where("org_id", "=", ctx.org.id)
     .where("account_id", "=", accountId);
   if (unreadOnly) query = query.where("read_at", "is", null);
-  const rows = await query.orderBy("created_at", "desc").orderBy("id", "desc").limit(NOTIFICATIONS_LIMIT).execute();
+  const rows = await query.orderBy("created_at", "desc").orderBy("id", "desc").limit(limit).offset(offset).execute();
   return {
     notifications: rows.map((row) => ({
       id: row.id,

@@ -1,4 +1,4 @@
-import { createRoute } from "@hono/zod-openapi";
+import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import {
   authedErrors,
@@ -7,6 +7,7 @@ import {
   jsonBody,
   jsonContent,
   OkSchema,
+  pageQuery,
   sessionOrKey,
 } from "../../http/router.ts";
 import { orgCtx, requires } from "../../http/service-context.ts";
@@ -27,6 +28,8 @@ import {
 } from "./schemas.ts";
 import {
   createProject,
+  DEPLOYS_LIMIT,
+  DEPLOYS_MAX_LIMIT,
   deleteProject,
   getProject,
   listDeploys,
@@ -128,7 +131,7 @@ const routes = {
     tags,
     summary: "The project's deploys (provision, upgrade, resume, reprovision), newest first",
     security: sessionOrKey,
-    request: { params: ProjectParams },
+    request: { params: ProjectParams, query: z.object(pageQuery(DEPLOYS_LIMIT, DEPLOYS_MAX_LIMIT)) },
     responses: { 200: jsonContent(DeploysResponse, "Deploys"), ...authedErrors },
   }),
   templates: createRoute({
@@ -187,7 +190,8 @@ export function projectRoutes(deps: Deps) {
     })
     .openapi(routes.deploys, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
-      return c.json(await listDeploys({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
+      const { limit, offset } = c.req.valid("query");
+      return c.json(await listDeploys({ ctx: await orgCtx(c, deps, slug), projectSlug, limit, offset }), 200);
     })
     .openapi(routes.templates, (c) => c.json({ templates: listTemplates() }, 200));
 }

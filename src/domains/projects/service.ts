@@ -491,7 +491,21 @@ export async function upgradeProject({
   });
 }
 
-export async function listDeploys({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+/** Deploys a list shows by default, and at most. */
+export const DEPLOYS_LIMIT = 100;
+export const DEPLOYS_MAX_LIMIT = 500;
+
+export async function listDeploys({
+  ctx,
+  projectSlug,
+  limit = DEPLOYS_LIMIT,
+  offset = 0,
+}: {
+  ctx: OrgCtx;
+  projectSlug: string;
+  limit?: number;
+  offset?: number;
+}) {
   authorize(ctx, "projects:read");
   const project = await findProject(ctx, projectSlug);
   const rows = await ctx.deps.db
@@ -500,7 +514,8 @@ export async function listDeploys({ ctx, projectSlug }: { ctx: OrgCtx; projectSl
     .where("project_id", "=", project.id)
     .orderBy("created_at", "desc")
     .orderBy("id", "desc")
-    .limit(100)
+    .limit(limit)
+    .offset(offset)
     .execute();
   return {
     deploys: rows.map((row) => ({

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { pageQuery } from "../../http/router.ts";
 import { ORG_EVENT_KINDS } from "./events.ts";
 
 const KNOWN_PREFIXES = [...new Set(ORG_EVENT_KINDS.map((kind) => kind.split(".")[0]))];
@@ -70,8 +71,7 @@ export const DeliverySchema = z
   .openapi("WebhookDelivery");
 
 export const DeliveriesQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(200).optional().openapi({ description: "1..200, default 50" }),
-  offset: z.coerce.number().int().min(0).optional(),
+  ...pageQuery(50, 200),
   status: z.enum(["pending", "succeeded", "failed", "dead", "skipped"]).optional(),
 });
 

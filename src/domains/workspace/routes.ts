@@ -10,6 +10,7 @@ import {
   jsonBody,
   jsonContent,
   jsonObject,
+  pageQuery,
   withOperationIds,
 } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
@@ -59,10 +60,7 @@ const ItemSchema = z
   .record(z.string(), z.unknown())
   .openapi("WorkspaceItem", { description: "The item's data plus id, createdAt and updatedAt" });
 const ItemInput = jsonObject().openapi("WorkspaceItemInput");
-const Page = z.object({
-  limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
-});
+const Page = z.object(pageQuery(50, 500));
 
 const headerMap = z.record(z.string().min(1).max(100), z.string().max(1000));
 const HookSchema = z
