@@ -26,6 +26,9 @@
  *                "delivered/s" is the measured phase's deliveries over the time from its start
  *                to its last receipt (end to end, backlog included); "during load" counts only
  *                receipts before the load stopped; "drain" is how long deliveries went on after.
+ *                "WAL/item" (PostgreSQL): WAL bytes written per item over the same span (whole
+ *                cluster, from pg_stat_wal), deliveries included; unlike rates, the machine's
+ *                speed does not move it, so it shows what a change to the write path saves.
  *   rate         1 hook; items created by a paced loop at BENCH_RATE/s (warm-up 2 s, then
  *                BENCH_RATE_SECONDS s). Commit = when the POST's 201 arrives at this process;
  *                receipt = when the receiver has the delivery whose body carries that item's id.
@@ -60,6 +63,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon, { type Result } from "autocannon";
+import pg from "pg";
 import { Pool } from "undici";
 import { createDatabase, signUpCookie } from "../lib.ts";
 
@@ -506,6 +510,8 @@ interface ThroughputRow {
    */
   cpuPerEvent: number;
   runnerCores: number;
+  /** PostgreSQL: WAL bytes written per item, its deliveries included (NaN on SQLite). */
+  walPerItem: number;
   otherCores: number;
 }
 
@@ -533,6 +539,22 @@ function itemBody(phase: string): string {
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+}
+
+/**
+ * PostgreSQL's WAL written so far, cluster-wide (bytes): what a scenario writes per item is the
+ * difference over its measured phase, a figure that the machine's speed does not move.
+ */
+async function walBytes(database: string): Promise<number> {
+  if (database === "sqlite") return Number.NaN;
+  const client = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await client.connect();
+  try {
+    const result = await client.query<{ bytes: string }>("select wal_bytes::text as bytes from pg_stat_wal");
+    return Number(result.rows[0]?.bytes);
+  } finally {
+    await client.end();
+  }
 }
 
 async function pgDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
@@ -593,6 +615,7 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
     process.stdout.write(`, measuring ${DURATION_S}s`);
 
     const sink = receiver.sink;
+    const walBefore = await walBytes(database);
     const cpuBefore = cpuSnapshot([...pidsOf(plinth), process.pid]);
     const started = now();
     const result: Result = await autocannon({ ...options, body: itemBody("m"), duration: DURATION_S });
@@ -639,6 +662,7 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
     } else {
       created = result["2xx"];
     }
+    const walPerItem = ((await walBytes(database)) - walBefore) / created;
     process.stdout.write("\n");
     return {
       database,
@@ -661,6 +685,7 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
       cpuPerEvent: cpuMs(cpuBefore, cpuEnd, pidsOf(plinth)) / created,
       runnerCores: cpu.runner,
       otherCores: cpu.other,
+      walPerItem,
     };
   });
 }
@@ -774,6 +799,10 @@ function fmtMs(n: number): string {
   return Number.isNaN(n) ? "n/a" : `${n < 10 ? n.toFixed(1) : n.toFixed(0)} ms`;
 }
 
+function fmtUs(ms: number): string {
+  return Number.isNaN(ms) ? "n/a" : `${fmtInt(ms * 1000)} µs`;
+}
+
 function fmtCores(n: number): string {
   return Number.isNaN(n) ? "n/a" : n.toFixed(2);
 }
@@ -832,6 +861,7 @@ async function main(): Promise<void> {
           "CPU/item",
           "runner CPU",
           "other CPU",
+          "WAL/item",
         ],
         throughput.map((r) => {
           const base = baseOf(r.database);
@@ -850,9 +880,10 @@ async function main(): Promise<void> {
             r.hooks > 0 ? fmtInt(r.duringLoadPerSecond) : "",
             r.hooks > 0 ? `${r.drainSeconds.toFixed(1)} s` : "",
             fmtCores(r.serverCores),
-            fmtMs(r.cpuPerEvent),
+            fmtUs(r.cpuPerEvent),
             fmtCores(r.runnerCores),
             fmtCores(r.otherCores),
+            Number.isNaN(r.walPerItem) ? "" : `${fmtInt(r.walPerItem)} B`,
           ];
         }),
         2,
@@ -889,7 +920,7 @@ async function main(): Promise<void> {
           fmtMs(r.requestP99),
           String(r.non2xx),
           fmtCores(r.serverCores),
-          fmtMs(r.cpuPerEvent),
+          fmtUs(r.cpuPerEvent),
           fmtCores(r.otherCores),
         ]),
         1,

@@ -7,6 +7,7 @@ import { workspaceDispatch } from "./migrations/0004-workspace-dispatch.ts";
 import { jobKinds } from "./migrations/0005-job-kinds.ts";
 import { leanDeliveries } from "./migrations/0006-lean-deliveries.ts";
 import { forgetIntegrationCredentials } from "./migrations/0007-forget-integration-credentials.ts";
+import { fewerIndexWrites } from "./migrations/0008-fewer-index-writes.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -18,6 +19,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0005-job-kinds": jobKinds(),
     "0006-lean-deliveries": leanDeliveries(dialect),
     "0007-forget-integration-credentials": forgetIntegrationCredentials(),
+    "0008-fewer-index-writes": fewerIndexWrites(),
   };
 }
 

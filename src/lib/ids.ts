@@ -43,3 +43,11 @@ export function derivedId(prefix: string, at: Date, seed: string): string {
   for (let i = 0; i < RANDOM_CHARS; i++) tail += ALPHABET[(digest[i] as number) & 31];
   return `${prefix}_${encodeTime(at.getTime())}${tail}`;
 }
+
+/**
+ * The least id of `prefix` made at `at` or later: every id of `prefix` below it was made before
+ * `at`, so a primary key finds a table's rows older than a time without an index on their time.
+ */
+export function firstIdAt(prefix: string, at: Date): string {
+  return `${prefix}_${encodeTime(at.getTime())}`;
+}

@@ -4,7 +4,7 @@ import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import { chunked, insertRows, oneOf } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers, JobResult, JobRun, RecurringJob } from "../../jobs/worker.ts";
-import { newId } from "../../lib/ids.ts";
+import { firstIdAt, newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import type { OutboundResponse } from "../../lib/outbound.ts";
 import { recordSystemAudit } from "../audit/service.ts";
@@ -487,12 +487,13 @@ export function deliveryJobs(deps: Deps) {
       async handle(_payload: Record<string, unknown>, _run: JobRun): Promise<void> {
         const days = deps.config.webhookDeliveriesRetentionDays;
         if (days === 0) return;
-        const cutoff = new Date(deps.clock.now().getTime() - days * DAY_MS).toISOString();
+        // A delivery's id carries its creation time, so its primary key finds the old ones.
+        const cutoff = firstIdAt("dlv", new Date(deps.clock.now().getTime() - days * DAY_MS));
         for (;;) {
           const batch = await deps.db
             .selectFrom("webhook_deliveries")
             .select("id")
-            .where("created_at", "<", cutoff)
+            .where("id", "<", cutoff)
             .limit(RETENTION_BATCH)
             .execute();
           if (batch.length === 0) return;
