@@ -357,6 +357,13 @@ describe("GET and PATCH /account", () => {
     expect(await getAccount(user.cookie)).toEqual(before);
   });
 
+  it("accepts a PATCH with no body and no content type, and changes nothing", async () => {
+    const before = await getAccount(user.cookie);
+    const res = await call(app, "PATCH", "/account", { cookie: user.cookie });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(await getAccount(user.cookie)).toEqual(before);
+  });
+
   it("changes only the caller's own account", async () => {
     const other = await signUp(app, uniqueEmail("other"), "Other Person");
     expect((await patch({ name: "Changed By Other", preferences: { x: 1 } }, other.cookie)).status).toBe(200);

@@ -336,6 +336,13 @@ describe("PATCH /org/{slug}", () => {
     expect(res.body).toEqual({ org: before });
   });
 
+  it("accepts a PATCH with no body and no content type, and changes nothing", async () => {
+    const before = await current();
+    const res = await call(app, "PATCH", `/org/${org.slug}`, { cookie: owner.cookie });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({ org: before });
+  });
+
   it.each(REGIONS)("accepts defaultRegion %s", async (defaultRegion) => {
     const res = await patch({ defaultRegion });
     expect(res.status, JSON.stringify(res.body)).toBe(200);

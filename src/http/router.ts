@@ -1,4 +1,5 @@
 import { OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
 import { ErrorEnvelopeSchema, type FieldIssue, ValidationError } from "./errors.ts";
 
@@ -75,7 +76,7 @@ export function createRouter<E extends AppEnv = AppEnv>() {
       // refused too ("anywhere in a body, query or path parameter"). Hono keeps the parsed body.
       const sent =
         result.target === "json"
-          ? await c.req.json()
+          ? await jsonAsSent(c, result.data)
           : result.target === "query"
             ? queryAsSent(c.req.queries())
             : result.data;
@@ -84,6 +85,15 @@ export function createRouter<E extends AppEnv = AppEnv>() {
       if (issues.length > 0) throw new ValidationError(issues);
     },
   });
+}
+
+/** Hono's validator parses a body of these media types; any other body is validated as `{}`. */
+const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
+
+/** The JSON body as sent (Hono keeps its parse); a body Hono did not parse is what was validated. */
+async function jsonAsSent(c: Context, validated: unknown): Promise<unknown> {
+  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
+  return JSON_MEDIA_TYPE.test(mediaType) ? c.req.json() : validated;
 }
 
 const errorContent = { "application/json": { schema: ErrorEnvelopeSchema } };
