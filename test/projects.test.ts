@@ -407,6 +407,10 @@ describe("projects", () => {
       expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "default@9.9.9" }), "template");
       expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "default@1.0.0@x" }), "template");
       expectFieldError(await p.create(slug, owner, { name: "Tpl", template: 7 }), "template");
+      // Names of properties every JavaScript object has are not templates either.
+      for (const template of ["constructor", "__proto__", "toString", "hasOwnProperty@1.0.0", "valueOf@x"]) {
+        expectFieldError(await p.create(slug, owner, { name: "Tpl", template }), "template");
+      }
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
 
       const pinned = await created(slug, owner, { name: "Pinned", template: "default@1.0.0" });

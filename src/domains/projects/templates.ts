@@ -88,12 +88,13 @@ const defaultTemplate: Template = {
   ],
 };
 
-const TEMPLATES: Record<string, Template> = { default: defaultTemplate };
+/** By name; a Map, so a name from a request (`constructor`, `__proto__`) finds nothing it should not. */
+const TEMPLATES = new Map<string, Template>([[defaultTemplate.name, defaultTemplate]]);
 
 export const DEFAULT_TEMPLATE = "default";
 
 export function listTemplates() {
-  return Object.values(TEMPLATES).map((template) => ({
+  return [...TEMPLATES.values()].map((template) => ({
     name: template.name,
     description: template.description,
     versions: template.versions.map((v) => v.version),
@@ -102,17 +103,17 @@ export function listTemplates() {
 }
 
 export function findTemplate(name: string): Template | undefined {
-  return TEMPLATES[name];
+  return TEMPLATES.get(name);
 }
 
 export function latestVersion(name: string): string | null {
-  return TEMPLATES[name]?.versions.at(-1)?.version ?? null;
+  return TEMPLATES.get(name)?.versions.at(-1)?.version ?? null;
 }
 
 /** `name` or `name@version` → the template and version it names, or null if there is none. */
 export function resolveTemplateRef(ref: string): { name: string; version: string } | null {
   const [name = "", version, ...rest] = ref.split("@");
-  const template = TEMPLATES[name];
+  const template = TEMPLATES.get(name);
   if (!template || rest.length > 0) return null;
   if (version === undefined) return { name, version: latestVersion(name) as string };
   return template.versions.some((v) => v.version === version) ? { name, version } : null;
@@ -120,7 +121,7 @@ export function resolveTemplateRef(ref: string): { name: string; version: string
 
 /** The versions to apply to go from `from` (exclusive; null = empty database) to `to` (inclusive). */
 export function versionsBetween(name: string, from: string | null, to: string): TemplateVersion[] {
-  const versions = TEMPLATES[name]?.versions ?? [];
+  const versions = TEMPLATES.get(name)?.versions ?? [];
   const start = from === null ? 0 : versions.findIndex((v) => v.version === from) + 1;
   const end = versions.findIndex((v) => v.version === to);
   return end < start ? [] : versions.slice(start, end + 1);
