@@ -315,6 +315,10 @@ describe("integrations", () => {
           signingSecret: "sig-secret-abcd",
           password: "hunter2hunter2",
           channel: "#alerts",
+          // At any depth, in objects and arrays; a secret that is not a string is masked whole.
+          auth: { token: "nested-secret-abcdef", user: "bot" },
+          list: [{ apiKey: "arr-secret-1234567", name: "first" }],
+          credentials: { user: "bot", pass: "object-secret-9876" },
         },
       },
     });
@@ -326,7 +330,13 @@ describe("integrations", () => {
       signingSecret: masked("sig-secret-abcd"),
       password: masked("hunter2hunter2"),
       channel: "#alerts",
+      auth: { token: masked("nested-secret-abcdef"), user: "bot" },
+      list: [{ apiKey: masked("arr-secret-1234567"), name: "first" }],
+      credentials: "••••",
     };
+    for (const secret of ["nested-secret-abcdef", "arr-secret-1234567", "object-secret-9876"]) {
+      expect(JSON.stringify(created.body)).not.toContain(secret);
+    }
     expect(created.body.integration.config).toMatchObject(expected);
     const read = await call(app, "GET", `/org/${slug}/integrations/${id}`, as("viewer"));
     expect(read.body.integration.config).toMatchObject(expected);
@@ -345,6 +355,9 @@ describe("integrations", () => {
       appKey: "dd-app-key-5678",
       password: "hunter2hunter2",
       channel: "#ops",
+      auth: { token: "nested-secret-abcdef", user: "bot" },
+      list: [{ apiKey: "arr-secret-1234567", name: "first" }],
+      credentials: { user: "bot", pass: "object-secret-9876" },
     });
     expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
   });

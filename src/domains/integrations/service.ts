@@ -41,22 +41,65 @@ function isMasked(value: unknown): boolean {
   return typeof value === "string" && value.startsWith(MASK);
 }
 
-/** Secret config values are shown only by their last four characters. */
+/** A secret is shown only by the last four characters of a string (a value of another type not at all). */
 function maskSecret(value: unknown): string {
-  const text = String(value ?? "");
-  return text.length <= 4 ? MASK : `${MASK}${text.slice(-4)}`;
+  return typeof value === "string" && value.length > 4 ? `${MASK}${value.slice(-4)}` : MASK;
 }
 
 /** Names that say a config value is a credential, whatever the provider makes of it. */
 const SECRET_NAME = /secret|token|passw|pwd|api[-_]?key|app[-_]?key|private[-_]?key|credential|authorization|signing/i;
 
+type SecretKeyTest = (key: string) => boolean;
+
+/** Below the top level of a config, a key holds a secret when its name says so. */
+const nestedSecretKey: SecretKeyTest = (key) => SECRET_NAME.test(key);
+
 /**
- * Whether a config key holds a secret: one the provider names (the webhook URL of slack and
- * discord, datadog's apiKey, github's token), or any other key (config takes arbitrary values)
- * whose name says so, such as `appKey`, `signingSecret` or `password`.
+ * Whether a top-level config key holds a secret: one the provider names (the webhook URL of
+ * slack and discord, datadog's apiKey, github's token), or any other key (config takes arbitrary
+ * values) whose name says so, such as `appKey`, `signingSecret` or `password`.
  */
-function isSecretKey(kind: IntegrationKind, key: string): boolean {
-  return (PROVIDER_CONFIG[kind].secrets as readonly string[]).includes(key) || SECRET_NAME.test(key);
+function secretKeyOf(kind: IntegrationKind): SecretKeyTest {
+  const named = PROVIDER_CONFIG[kind].secrets as readonly string[];
+  return (key) => named.includes(key) || SECRET_NAME.test(key);
+}
+
+function asObject(value: unknown): Record<string, unknown> | undefined {
+  return value !== null && typeof value === "object" && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+/** `value` with its secrets masked, at any depth (inside nested objects and arrays too). */
+function masked(value: unknown, isSecret: SecretKeyTest): unknown {
+  if (Array.isArray(value)) return value.map((entry) => masked(entry, nestedSecretKey));
+  const object = asObject(value);
+  if (!object) return value;
+  return Object.fromEntries(
+    Object.entries(object).map(([key, entry]) => [
+      key,
+      isSecret(key) ? maskSecret(entry) : masked(entry, nestedSecretKey),
+    ]),
+  );
+}
+
+/**
+ * `sent` with each secret that came back masked (as read) replaced by the value stored at the
+ * same place, so a read-modify-write keeps it; a masked value with nothing stored there is dropped.
+ */
+function unmasked(sent: unknown, stored: unknown, isSecret: SecretKeyTest): unknown {
+  if (Array.isArray(sent)) {
+    return sent.map((entry, i) => unmasked(entry, Array.isArray(stored) ? stored[i] : undefined, nestedSecretKey));
+  }
+  const object = asObject(sent);
+  if (!object) return sent;
+  const before = asObject(stored) ?? {};
+  return Object.fromEntries(
+    Object.entries(object).map(([key, entry]) => {
+      const previous = Object.hasOwn(before, key) ? before[key] : undefined;
+      return [key, isSecret(key) && isMasked(entry) ? previous : unmasked(entry, previous, nestedSecretKey)];
+    }),
+  );
 }
 
 export function toIntegration(row: IntegrationRow) {
@@ -65,9 +108,7 @@ export function toIntegration(row: IntegrationRow) {
   return {
     id: row.id,
     kind,
-    config: Object.fromEntries(
-      Object.entries(config).map(([key, value]) => [key, isSecretKey(kind, key) ? maskSecret(value) : value]),
-    ),
+    config: masked(config, secretKeyOf(kind)) as Record<string, unknown>,
     events: fromJsonColumn<string[] | null>(row.events, null),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -163,12 +204,7 @@ export async function updateIntegration({
     const kind = current.kind as IntegrationKind;
     const stored = fromJsonColumn<Record<string, unknown>>(current.config, {});
     // A secret sent back as read (masked) means "unchanged", so a read-modify-write keeps it.
-    const config = Object.fromEntries(
-      Object.entries(input.config).map(([key, value]) => [
-        key,
-        isMasked(value) && isSecretKey(kind, key) ? stored[key] : value,
-      ]),
-    );
+    const config = unmasked(input.config, stored, secretKeyOf(kind)) as Record<string, unknown>;
     changes.config = toJsonColumn(await validConfig(ctx, kind, config)) ?? "{}";
   }
   if (input.events !== undefined) {
