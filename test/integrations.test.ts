@@ -362,6 +362,32 @@ describe("integrations", () => {
     expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
   });
 
+  it("20 deletes of one integration at once: one 204, the rest 404, one audit row; a PATCH after it is 404", async () => {
+    const created = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: { kind: "slack", config: { webhookUrl: `${receiver.url}/race` } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.integration.id;
+    const deletes = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie }),
+      ),
+    );
+    expect(deletes.map((res) => res.status).sort()).toEqual([204, ...Array(19).fill(404)]);
+    const patched = await call(app, "PATCH", `/org/${slug}/integrations/${id}`, {
+      cookie: owner.cookie,
+      body: { events: ["project.*"] },
+    });
+    expect(patched.status).toBe(404);
+    const rows = await app.server.deps.db
+      .selectFrom("audit_events")
+      .select("action")
+      .where("target_id", "=", id)
+      .execute();
+    expect(rows.map((row) => row.action).sort()).toEqual(["integration.created", "integration.deleted"]);
+  });
+
   it("answers 404 for an unknown integration id", async () => {
     const missing = "int_does_not_exist";
     for (const [method, suffix] of [

@@ -574,6 +574,71 @@ describe("webhook CRUD", () => {
   });
 });
 
+describe("concurrent changes to one webhook", () => {
+  async function auditActions(targetId: string): Promise<string[]> {
+    const rows = await app.server.deps.db
+      .selectFrom("audit_events")
+      .select("action")
+      .where("target_id", "=", targetId)
+      .orderBy("created_at")
+      .orderBy("id")
+      .execute();
+    return rows.map((row) => row.action);
+  }
+
+  it("20 deletes at once: one 204, the rest 404, one audit row; a PATCH after it is 404", async () => {
+    const org = await freshOrg();
+    const { webhook } = await createHook(app, org, "http://127.0.0.1:9/hook", ["member.invited"]);
+    const deletes = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        call(app, "DELETE", `/org/${org.slug}/webhooks/${webhook.id}`, { cookie: org.owner.cookie }),
+      ),
+    );
+    expect(deletes.map((res) => res.status).sort()).toEqual([204, ...Array(19).fill(404)]);
+    const patch = await call(app, "PATCH", `/org/${org.slug}/webhooks/${webhook.id}`, {
+      cookie: org.owner.cookie,
+      body: { events: ["project.paused"] },
+    });
+    expectErrorEnvelope(patch, 404, "NOT_FOUND");
+    expect(await auditActions(webhook.id)).toEqual(["webhook.created", "webhook.deleted"]);
+  });
+
+  it("PATCHes racing a delete: none succeeds after it, and none is audited after it", async () => {
+    const org = await freshOrg();
+    const { webhook } = await createHook(app, org, "http://127.0.0.1:9/hook", ["member.invited"]);
+    const path = `/org/${org.slug}/webhooks/${webhook.id}`;
+    const results = await Promise.all([
+      ...Array.from({ length: 10 }, () =>
+        call(app, "PATCH", path, { cookie: org.owner.cookie, body: { events: ["project.paused"] } }),
+      ),
+      call(app, "DELETE", path, { cookie: org.owner.cookie }),
+      ...Array.from({ length: 10 }, () =>
+        call(app, "PATCH", path, { cookie: org.owner.cookie, body: { events: ["project.resumed"] } }),
+      ),
+    ]);
+    for (const res of results) expect([200, 204, 404]).toContain(res.status);
+    const actions = await auditActions(webhook.id);
+    expect(actions.at(-1)).toBe("webhook.deleted");
+    expect(actions.filter((action) => action === "webhook.updated")).toHaveLength(
+      results.filter((res) => res.status === 200).length,
+    );
+  });
+
+  it("20 resumes at once: one webhook.resumed, the rest plain updates", async () => {
+    const org = await freshOrg();
+    const { webhook } = await createHook(app, org, "http://127.0.0.1:9/hook", ["member.invited"]);
+    const path = `/org/${org.slug}/webhooks/${webhook.id}`;
+    expect((await call(app, "PATCH", path, { cookie: org.owner.cookie, body: { active: false } })).status).toBe(200);
+    const resumes = await Promise.all(
+      Array.from({ length: 20 }, () => call(app, "PATCH", path, { cookie: org.owner.cookie, body: { active: true } })),
+    );
+    expect(resumes.map((res) => res.status)).toEqual(Array(20).fill(200));
+    const actions = await auditActions(webhook.id);
+    expect(actions.filter((action) => action === "webhook.resumed")).toHaveLength(1);
+    expect(actions.filter((action) => action === "webhook.updated")).toHaveLength(20);
+  });
+});
+
 describe("webhook permissions", () => {
   let org: Org;
   let receiver: ScriptedReceiver;

@@ -276,6 +276,30 @@ describe("workspace webhooks", () => {
       expect((await alpha.api("PATCH", "/webhooks/whk_unknown", { name: "x" })).status).toBe(404);
     });
 
+    it("concurrent deletes and resumes of one hook: one 204, one resume, each audited once", async () => {
+      const actions = async (id: string) => {
+        const audit = await call(app, "GET", `/org/${slug}/audit?limit=500`, { cookie: owner.cookie });
+        return audit.body.events
+          .filter((e: { target: { id: string } }) => e.target?.id === id)
+          .map((e: { action: string }) => e.action);
+      };
+      const resumed = await alpha.hook({ name: "resumed", url: `${receiver.url}/race`, events: ["items:none"] });
+      expect((await alpha.api("PATCH", `/webhooks/${resumed.id}`, { active: false })).status).toBe(200);
+      const resumes = await Promise.all(
+        Array.from({ length: 20 }, () => alpha.api("PATCH", `/webhooks/${resumed.id}`, { active: true })),
+      );
+      expect(resumes.map((res) => res.status)).toEqual(Array(20).fill(200));
+      expect((await actions(resumed.id)).filter((a: string) => a === "workspace_webhook.resumed")).toHaveLength(1);
+
+      const deleted = await alpha.hook({ name: "deleted", url: `${receiver.url}/race`, events: ["items:none"] });
+      const deletes = await Promise.all(
+        Array.from({ length: 20 }, () => alpha.api("DELETE", `/webhooks/${deleted.id}`)),
+      );
+      expect(deletes.map((res) => res.status).sort()).toEqual([204, ...Array(19).fill(404)]);
+      expect((await alpha.api("PATCH", `/webhooks/${deleted.id}`, { name: "late" })).status).toBe(404);
+      expect((await actions(deleted.id)).filter((a: string) => a === "workspace_webhook.deleted")).toHaveLength(1);
+    });
+
     it("writes an audit row for each change of a hook, never with its secret", async () => {
       const hook = await alpha.hook({
         name: "audited",

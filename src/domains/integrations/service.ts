@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
+import type { Db } from "../../db/database.ts";
 import type { IntegrationsTable } from "../../db/schema.ts";
 import { NotFoundError, ValidationError } from "../../http/errors.ts";
 import { actorOf } from "../../http/principal.ts";
@@ -130,14 +131,20 @@ async function validConfig(ctx: OrgCtx, kind: IntegrationKind, config: Record<st
   return value;
 }
 
-async function findIntegration(ctx: OrgCtx, id: string): Promise<IntegrationRow> {
-  const row = await ctx.deps.db
+/**
+ * The org's integration, unless deleted (404). Given a transaction, the row is locked for the
+ * rest of it (PostgreSQL; SQLite runs one write transaction at a time), so concurrent changes
+ * and deletes of one integration see each other.
+ */
+async function findIntegration(ctx: OrgCtx, id: string, trx?: Db): Promise<IntegrationRow> {
+  let query = (trx ?? ctx.deps.db)
     .selectFrom("integrations")
     .selectAll()
     .where("id", "=", id)
     .where("org_id", "=", ctx.org.id)
-    .where("deleted_at", "is", null)
-    .executeTakeFirst();
+    .where("deleted_at", "is", null);
+  if (trx && ctx.deps.dialect === "postgres") query = query.forUpdate();
+  const row = await query.executeTakeFirst();
   if (!row) throw new NotFoundError("integration not found");
   return row;
 }
@@ -211,6 +218,8 @@ export async function updateIntegration({
     changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;
   }
   const updated = await inOrgTransaction(ctx, async (trx) => {
+    // A delete that committed since the read above makes this a 404.
+    await findIntegration(ctx, id, trx);
     const row = await trx
       .updateTable("integrations")
       .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
@@ -230,8 +239,9 @@ export async function updateIntegration({
 
 export async function deleteIntegration({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "integrations:manage");
-  const current = await findIntegration(ctx, id);
   await inOrgTransaction(ctx, async (trx) => {
+    // Locked, so of concurrent deletes one succeeds and the others are 404.
+    const current = await findIntegration(ctx, id, trx);
     await trx
       .updateTable("integrations")
       .set({ deleted_at: ctx.deps.clock.now().toISOString() })

@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
+import type { Db } from "../../db/database.ts";
 import type { WebhooksTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
 import { NotFoundError, ValidationError } from "../../http/errors.ts";
@@ -42,15 +43,21 @@ export function newWebhookSecret(): string {
   return randomToken("whsec_", 24);
 }
 
-async function findOrgWebhook(ctx: OrgCtx, id: string): Promise<WebhookRow> {
-  const row = await ctx.deps.db
+/**
+ * The org's webhook, unless deleted (404). Given a transaction, the row is locked for the rest
+ * of it (PostgreSQL; SQLite runs one write transaction at a time), so concurrent changes and
+ * deletes of one webhook see each other.
+ */
+async function findOrgWebhook(ctx: OrgCtx, id: string, trx?: Db): Promise<WebhookRow> {
+  let query = (trx ?? ctx.deps.db)
     .selectFrom("webhooks")
     .selectAll()
     .where("id", "=", id)
     .where("org_id", "=", ctx.org.id)
     .where("project_id", "is", null)
-    .where("deleted_at", "is", null)
-    .executeTakeFirst();
+    .where("deleted_at", "is", null);
+  if (trx && ctx.deps.dialect === "postgres") query = query.forUpdate();
+  const row = await query.executeTakeFirst();
   if (!row) throw new NotFoundError("webhook not found");
   return row;
 }
@@ -118,16 +125,19 @@ export async function updateWebhook({
   input: z.infer<typeof UpdateWebhookInput>;
 }) {
   authorize(ctx, "webhooks:manage");
-  const current = await findOrgWebhook(ctx, id);
+  await findOrgWebhook(ctx, id);
   if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
-  const resuming = input.active === true && !current.active;
-  const changes: Partial<WebhookRow> = {
-    ...(input.url !== undefined ? { url: input.url } : {}),
-    ...(input.events !== undefined ? { events: toJsonColumn([...new Set(input.events)]) ?? "[]" } : {}),
-    ...(input.active === false ? { active: 0 } : {}),
-    ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
-  };
   const updated = await inOrgTransaction(ctx, async (trx) => {
+    // As it is now: a delete that committed meanwhile makes this a 404, and of concurrent
+    // resumes only the first finds the webhook disabled.
+    const current = await findOrgWebhook(ctx, id, trx);
+    const resuming = input.active === true && !current.active;
+    const changes: Partial<WebhookRow> = {
+      ...(input.url !== undefined ? { url: input.url } : {}),
+      ...(input.events !== undefined ? { events: toJsonColumn([...new Set(input.events)]) ?? "[]" } : {}),
+      ...(input.active === false ? { active: 0 } : {}),
+      ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+    };
     const row = await trx
       .updateTable("webhooks")
       .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
@@ -148,8 +158,9 @@ export async function updateWebhook({
 /** Deletes the webhook; deliveries already queued for it become no-ops (`skipped`). */
 export async function deleteWebhook({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "webhooks:manage");
-  const current = await findOrgWebhook(ctx, id);
   await inOrgTransaction(ctx, async (trx) => {
+    // Locked, so of concurrent deletes one succeeds and the others are 404.
+    const current = await findOrgWebhook(ctx, id, trx);
     await trx
       .updateTable("webhooks")
       .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })

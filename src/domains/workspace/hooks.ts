@@ -116,14 +116,20 @@ function assertHeadersAllowed(headers: Record<string, string> | null | undefined
   if (issues.length > 0) throw new ValidationError(issues);
 }
 
-async function findHook(ctx: WorkspaceCtx, id: string): Promise<WebhookRow> {
-  const row = await ctx.deps.db
+/**
+ * The project's hook, unless deleted (404). Given a transaction, the row is locked for the rest
+ * of it (PostgreSQL; SQLite runs one write transaction at a time), so concurrent changes and
+ * deletes of one hook see each other.
+ */
+async function findHook(ctx: WorkspaceCtx, id: string, trx?: Db): Promise<WebhookRow> {
+  let query = (trx ?? ctx.deps.db)
     .selectFrom("webhooks")
     .selectAll()
     .where("id", "=", id)
     .where("project_id", "=", ctx.project.id)
-    .where("deleted_at", "is", null)
-    .executeTakeFirst();
+    .where("deleted_at", "is", null);
+  if (trx && ctx.deps.dialect === "postgres") query = query.forUpdate();
+  const row = await query.executeTakeFirst();
   if (!row) throw new NotFoundError("webhook not found");
   return row;
 }
@@ -183,10 +189,9 @@ export async function getHook(ctx: WorkspaceCtx, id: string) {
 /** Updates a hook; `active: true` resumes a disabled one with a fresh counter and no reason. */
 export async function updateHook(ctx: WorkspaceCtx, id: string, input: WorkspaceHookInput) {
   requireAdmin(ctx, true);
-  const current = await findHook(ctx, id);
+  await findHook(ctx, id);
   assertHeadersAllowed(input.headers);
   if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
-  const resuming = input.active === true && !current.active;
   const changes: Partial<WebhookRow> = {
     ...(input.name !== undefined ? { name: input.name } : {}),
     ...(input.url !== undefined ? { url: input.url } : {}),
@@ -200,12 +205,19 @@ export async function updateHook(ctx: WorkspaceCtx, id: string, input: Workspace
         }
       : {}),
     ...(input.active === false ? { active: 0 } : {}),
-    ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
   };
   const row = await ctx.deps.db.transaction().execute(async (trx) => {
+    // As it is now: a delete that committed meanwhile makes this a 404, and of concurrent
+    // resumes only the first finds the hook disabled.
+    const current = await findHook(ctx, id, trx);
+    const resuming = input.active === true && !current.active;
     const updated = await trx
       .updateTable("webhooks")
-      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+      .set({
+        ...changes,
+        ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+        updated_at: ctx.deps.clock.now().toISOString(),
+      })
       .where("id", "=", id)
       .returningAll()
       .executeTakeFirstOrThrow();
@@ -220,8 +232,9 @@ export async function updateHook(ctx: WorkspaceCtx, id: string, input: Workspace
 
 export async function deleteHook(ctx: WorkspaceCtx, id: string): Promise<void> {
   requireAdmin(ctx, true);
-  const current = await findHook(ctx, id);
   await ctx.deps.db.transaction().execute(async (trx) => {
+    // Locked, so of concurrent deletes one succeeds and the others are 404.
+    const current = await findHook(ctx, id, trx);
     await trx
       .updateTable("webhooks")
       .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
