@@ -61,11 +61,17 @@ describe("verifyWebhook", () => {
     expect(verifyWebhook({ secret, body, headers: withoutV2, nowSeconds: now })).toBe(false);
   });
 
-  it("keeps the default tolerance for a negative or non-finite toleranceSeconds; a numeric timestamp header is read", () => {
+  it("keeps the defaults for a negative or non-finite toleranceSeconds and a non-finite nowSeconds; a numeric timestamp header is read", () => {
     const stale = sign(body, now - 10_000);
     for (const toleranceSeconds of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
       expect(verifyWebhook({ secret, body, headers: stale, nowSeconds: now, toleranceSeconds })).toBe(false);
       expect(verifyWebhook({ secret, body, headers: sign(body, now), nowSeconds: now, toleranceSeconds })).toBe(true);
+    }
+    // A nowSeconds that is not a finite number is the clock, never "no freshness check".
+    const realNow = Math.floor(Date.now() / 1000);
+    for (const nowSeconds of [Number.NaN, Number.POSITIVE_INFINITY, "abc" as unknown as number]) {
+      expect(verifyWebhook({ secret, body, headers: sign(body, 1_000_000_000), nowSeconds })).toBe(false);
+      expect(verifyWebhook({ secret, body, headers: sign(body, realNow), nowSeconds })).toBe(true);
     }
     const numeric = { ...sign(body, now), "X-Service-Timestamp": now as unknown as string };
     expect(verifyWebhook({ secret, body, headers: numeric, nowSeconds: now })).toBe(true);

@@ -503,6 +503,40 @@ describe("workspace webhooks", () => {
       expect(patch.status, JSON.stringify(patch.body)).toBe(401);
     });
 
+    it("refuses item and file writes by read-only and deploy keys (403) and by no one (401) before reading the body", async () => {
+      await alpha.collection("scoped");
+      const raw = (method: string, path: string, as: As, body: string, type = "application/json") =>
+        fetch(`${app.url}/w/${alpha.project.id}/api${path}`, {
+          method,
+          headers: {
+            "content-type": type,
+            ...(as.token ? { authorization: `Bearer ${as.token}` } : {}),
+          },
+          body,
+        }).then(async (res) => ({ status: res.status, body: await res.json() }));
+      const writes: Array<[string, string, string, string?]> = [
+        ["POST", "/items/scoped", "{bad"],
+        ["POST", "/items/scoped", "[1]"],
+        ["POST", "/items/scoped", JSON.stringify({ a: "\u0000" })],
+        ["POST", "/items/scoped", JSON.stringify({ big: "x".repeat(1_100_000) })],
+        ["PATCH", "/items/scoped/itm_missing", '"text"'],
+        ["POST", "/items/scoped", "a=1", "application/x-www-form-urlencoded"],
+        ["POST", "/files?name=a.txt", "hello", "text/plain"],
+      ];
+      for (const [name, status] of [
+        ["read-only key", 403],
+        ["deploy key", 403],
+        ["no credentials", 401],
+      ] as const) {
+        for (const [method, path, body, type] of writes) {
+          const res = await raw(method, path, principals.get(name)!, body, type);
+          expect(res.status, `${name} ${method} ${path}: ${JSON.stringify(res.body)}`).toBe(status);
+        }
+      }
+      const list = await alpha.api("GET", "/items/scoped");
+      expect(list.body.items).toEqual([]);
+    });
+
     it("scopes hooks and deliveries to their workspace: project A's are 404 from project B", async () => {
       const hook = await alpha.hook({ name: "alpha only", url: `${receiver.url}/alpha-only`, events: ["items"] });
       const sent = await alpha.api("POST", `/webhooks/${hook.id}/test`);

@@ -19,8 +19,13 @@ export interface VerifyWebhookInput {
   headers: Record<string, string | string[] | undefined> | Headers;
   /** Seconds a timestamp may differ from now; default 300 (also for a negative or non-finite value), 0 disables the check. */
   toleranceSeconds?: number;
-  /** Current Unix time in seconds (for tests); defaults to the clock. */
+  /** Current Unix time in seconds (for tests); the clock when omitted or not a finite number. */
   nowSeconds?: number;
+}
+
+/** `value` when it is a finite number that passes `accept`; else undefined (the default applies). */
+function finite(value: unknown, accept: (value: number) => boolean = () => true): number | undefined {
+  return typeof value === "number" && Number.isFinite(value) && accept(value) ? value : undefined;
 }
 
 function header(headers: VerifyWebhookInput["headers"], name: string): string | undefined {
@@ -61,9 +66,8 @@ export function verifyWebhook(input: VerifyWebhookInput): boolean {
     const timestamp = header(headers, "x-service-timestamp");
     if (timestamp !== undefined) {
       if (!/^\d{1,12}$/.test(timestamp.trim())) return false;
-      const given = input.toleranceSeconds;
-      const tolerance = typeof given === "number" && Number.isFinite(given) && given >= 0 ? given : 300;
-      const now = input.nowSeconds ?? Math.floor(Date.now() / 1000);
+      const tolerance = finite(input.toleranceSeconds, (value) => value >= 0) ?? 300;
+      const now = finite(input.nowSeconds) ?? Math.floor(Date.now() / 1000);
       if (tolerance > 0 && Math.abs(now - Number(timestamp)) > tolerance) return false;
       const v2 = header(headers, "x-service-signature-v2");
       if (v2 === undefined) return false;

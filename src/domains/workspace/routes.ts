@@ -16,7 +16,13 @@ import {
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
-import { requireAdmin, type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
+import {
+  requireAdmin,
+  requireMember,
+  type WorkspaceCtx,
+  type WorkspaceRuntime,
+  workspaceContext,
+} from "./access.ts";
 import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
 import {
   createHook,
@@ -133,6 +139,8 @@ const ANONYMOUS = /\/api\/auth\/sign-(up|in)\/?$/;
 /** Operations only the workspace admin may call (every route under them checks it again). */
 const ADMIN_ONLY = /\/api\/(webhooks|users)(\/|$)/;
 const CREATE_COLLECTION = /\/api\/collections$/;
+/** Operations for admins and workspace users (every route under them checks it again). */
+const MEMBERS = /\/api\/(collections|items|files)(\/|$)/;
 
 type WorkspaceEnv = AppEnv & { Variables: { workspace: WorkspaceCtx } };
 
@@ -450,12 +458,13 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     // API key or account (their console budget), a workspace user, or the address.
     await limitRate(c, runtime.limiter, workspaceBucket(ctx, address), deps.config.rateLimitPerMinute);
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
-    // Who may call comes before what was sent: a workspace user (or a read-only key writing)
-    // hears 403 from an admin operation, whatever the body.
+    // Who may call comes before what was sent: a workspace user hears 403 from an admin
+    // operation, a read-only key from any write, and an anonymous caller 401, whatever the body
+    // (or its size).
     const { method, path } = c.req;
-    if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) {
-      requireAdmin(ctx, method !== "GET" && method !== "HEAD");
-    }
+    const write = method !== "GET" && method !== "HEAD";
+    if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) requireAdmin(ctx, write);
+    else if (MEMBERS.test(path)) requireMember(ctx, write);
     c.set("workspace", ctx);
     await limitRequestBody(c, next);
   });
