@@ -37,7 +37,7 @@ export async function openDeps(
   { config, clock = systemClock, log = createLogger(config) }: StartOptions,
   { migrate = true }: { migrate?: boolean } = {},
 ): Promise<{ deps: Deps; database: DatabaseHandle }> {
-  const database = openDatabase(config);
+  const database = openDatabase(config, log);
   if (migrate) await migrateToLatest(database, config.databaseSchema);
   const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, log });
   const jobs = new JobQueue(database.dialect, clock, config.databaseSchema);

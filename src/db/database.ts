@@ -13,6 +13,7 @@ import {
   type Transaction,
 } from "kysely";
 import pg from "pg";
+import type { Logger } from "../logger.ts";
 import type { Database } from "./schema.ts";
 
 export type Dialect = "sqlite" | "postgres";
@@ -47,8 +48,9 @@ export interface DatabaseOptions {
   poolSize?: number;
 }
 
-export function openDatabase(options: DatabaseOptions): DatabaseHandle {
-  if (options.databaseUrl) return openPostgres(options.databaseUrl, options);
+/** `log` hears of PostgreSQL connections that fail (the pool replaces them). */
+export function openDatabase(options: DatabaseOptions, log?: Pick<Logger, "warn">): DatabaseHandle {
+  if (options.databaseUrl) return openPostgres(options.databaseUrl, options, log);
   return openSqlite(path.join(options.dataDir, "plinth.db"));
 }
 
@@ -137,12 +139,22 @@ function withStatementCache(sqlite: SQLite.Database): SqliteDatabase {
   };
 }
 
-function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
+function openPostgres(url: string, options: DatabaseOptions, log?: Pick<Logger, "warn">): DatabaseHandle {
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? 10,
     // Every connection of this pool works in the configured schema.
     ...(options.databaseSchema ? { options: `-c search_path=${options.databaseSchema}` } : {}),
+  });
+  // A connection that fails (the server restarted or failed over, an administrator or an idle
+  // timeout ended it) leaves the pool, and the next query opens a new one; a query or transaction
+  // that was using it fails. pg reports the failure as an 'error' event on the connection, and
+  // on the pool too when it was idle: with nobody listening, either would end the process.
+  pool.on("connect", (client) => {
+    client.on("error", (error) => log?.warn({ err: error }, "a PostgreSQL connection failed; the pool replaces it"));
+  });
+  pool.on("error", () => {
+    // Logged by the connection's own listener above.
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const reader: Reader = {

@@ -743,20 +743,47 @@ export class Worker implements LocalTaker {
       .catch((error: unknown) => this.deps.log.error({ err: error }, "releasing job leases failed"));
   }
 
-  /** LISTENs for NOTIFYs from enqueues in any process; polling covers the gaps if it drops. */
-  private async listen(): Promise<void> {
+  /**
+   * LISTENs for NOTIFYs from enqueues in any process; polling covers the gaps while the
+   * connection is down, and it is opened again every poll interval until it is back. The first
+   * attempt (at start) fails the start; later ones only log.
+   */
+  private async listen(reconnecting = false): Promise<void> {
     const { databaseUrl } = this.deps.config;
-    if (!databaseUrl) return;
+    if (!databaseUrl || this.stopping) return;
     const client = new pg.Client({ connectionString: databaseUrl });
-    client.on("notification", (message) => this.wake(message.payload ? message.payload.split(",") : undefined));
-    client.on("error", (error) => {
+    let lost = false;
+    const lose = (error: unknown) => {
+      // pg reports a dropped connection more than once (the server's notice, then the closed
+      // socket): one reconnection per connection, or each drop would double them.
+      if (lost) return;
+      lost = true;
+      if (this.listener === client) this.listener = undefined;
+      void client.end().catch(() => {});
       this.deps.log.warn({ err: error }, "job notification connection failed; polling until it is back");
-      this.listener = undefined;
-      if (!this.stopping) setTimeout(() => void this.listen().catch(() => {}), this.pollMs).unref();
-    });
-    await client.connect();
-    await client.query(`LISTEN "${jobsChannel(this.deps.config.databaseSchema)}"`);
+      if (!this.stopping) setTimeout(() => void this.listen(true), this.pollMs).unref();
+    };
+    client.on("notification", (message) => this.wake(message.payload ? message.payload.split(",") : undefined));
+    client.on("error", lose);
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${jobsChannel(this.deps.config.databaseSchema)}"`);
+    } catch (error) {
+      if (!reconnecting) {
+        lost = true;
+        await client.end().catch(() => {});
+        throw error;
+      }
+      lose(error);
+      return;
+    }
+    if (this.stopping) {
+      await client.end().catch(() => {});
+      return;
+    }
     this.listener = client;
+    // Anything enqueued while the connection was down was not heard: look at the whole queue.
+    if (reconnecting) this.wake();
   }
 
   /**
