@@ -7,6 +7,7 @@ import {
   dropWorkspace,
   migrateWorkspace,
   workspaceFile,
+  workspaceFilesDir,
   workspaceSchema,
 } from "../src/domains/projects/workspace-db.ts";
 import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
@@ -395,6 +396,57 @@ describe("workspace users, files and their events", () => {
     expect((await ws("POST", "/items/missing", { token: adminToken, body: { a: 1 } })).status).toBe(404);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(receiver.requests.length).toBe(before);
+  });
+});
+
+describe("an upload whose row the database refuses", () => {
+  it("answers with an error and leaves neither a listed file nor its bytes on disk", async () => {
+    const { deps } = app.server;
+    const schema = workspaceSchema(projectId);
+    const db = new WorkspaceDatabases(deps, 1).get(projectId);
+    if (!db) throw new Error("no workspace database");
+    const dir = workspaceFilesDir(deps, projectId);
+    const onDisk = () => readdirSync(dir).sort();
+    const listed = async () => (await ws("GET", "/files?limit=500", { token: adminToken })).body.files.length;
+    // Something first, so the directory exists.
+    const first = await fetch(`${app.url}/w/${projectId}/api/files?name=first.txt`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+      body: "first",
+    });
+    expect(first.status).toBe(201);
+    const [filesBefore, listedBefore] = [onDisk(), await listed()];
+    const refuse =
+      deps.dialect === "sqlite"
+        ? [
+            sql`create trigger refuse_files before insert on files begin select raise(abort, 'refused by the test'); end`,
+          ]
+        : [
+            sql`create function ${sql.id(schema, "refuse_files")}() returns trigger language plpgsql as $$
+                begin raise exception 'refused by the test'; end $$`,
+            sql`create trigger refuse_files before insert on ${sql.id(schema, "files")}
+                for each row execute function ${sql.id(schema, "refuse_files")}()`,
+          ];
+    for (const statement of refuse) await statement.execute(db);
+    try {
+      const refused = await fetch(`${app.url}/w/${projectId}/api/files?name=refused.txt`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+        body: "never stored",
+      });
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+      expect(onDisk()).toEqual(filesBefore);
+      expect(await listed()).toBe(listedBefore);
+    } finally {
+      const undo =
+        deps.dialect === "sqlite"
+          ? [sql`drop trigger refuse_files`]
+          : [
+              sql`drop trigger refuse_files on ${sql.id(schema, "files")}`,
+              sql`drop function ${sql.id(schema, "refuse_files")}()`,
+            ];
+      for (const statement of undo) await statement.execute(db);
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -110,14 +110,35 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
   return { name: upload.name, contentType: upload.contentType || "application/octet-stream", size: counted.bytes };
 }
 
+/** Makes `file`'s bytes, then its name in `dir`, durable (fsync of the file, then of the directory). */
+async function syncFile(file: string, dir: string): Promise<void> {
+  for (const target of [file, dir]) {
+    const handle = await open(target, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+/**
+ * Streams the upload to `<id>.part`, puts it in place as `<id>` (on disk for good), and only then
+ * commits its row and `files:uploaded` event: a file that is listed and announced has its
+ * content, whenever the process stops. A stop between the two leaves a file without a row, which
+ * nothing lists or serves.
+ */
 export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
   requireMember(ctx, true);
   const dir = filesDir(ctx);
   await mkdir(dir, { recursive: true });
   const id = newId("fil");
   const tempPath = path.join(dir, `${id}.part`);
+  const finalPath = path.join(dir, id);
   try {
     const meta = await receive(ctx, upload, tempPath);
+    await rename(tempPath, finalPath);
+    await syncFile(finalPath, dir);
     const row: FileRow = {
       id,
       name: meta.name,
@@ -130,10 +151,10 @@ export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
       result: view,
       event: { channel: "files", event: "uploaded", data: view },
     });
-    await rename(tempPath, path.join(dir, id));
     return { file };
   } catch (error) {
     await rm(tempPath, { force: true });
+    await rm(finalPath, { force: true });
     throw error;
   }
 }
