@@ -13,6 +13,7 @@ import {
   dispatchSchedule,
   WorkspaceDispatcher,
 } from "./domains/workspace/dispatch.ts";
+import { fileJobs, fileSchedule } from "./domains/workspace/files.ts";
 import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
 import { JobQueue } from "./jobs/queue.ts";
 import { Worker } from "./jobs/worker.ts";
@@ -66,7 +67,7 @@ export async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<v
 }
 
 /** The job handlers and recurring jobs of every domain. */
-export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher): Worker {
+export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, databases: WorkspaceDatabases): Worker {
   return new Worker(
     deps,
     {
@@ -75,11 +76,18 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher): Worke
       ...projectJobs(deps),
       ...deliveryJobs(deps),
       ...dispatchJobs(dispatcher),
+      ...fileJobs(deps, databases),
     },
     {
       concurrency: deps.config.workers,
       pollMs: deps.config.workerPollMs,
-      recurring: [...maintenanceSchedule, ...projectSchedule, ...deliverySchedule, ...dispatchSchedule],
+      recurring: [
+        ...maintenanceSchedule,
+        ...projectSchedule,
+        ...deliverySchedule,
+        ...dispatchSchedule,
+        ...fileSchedule,
+      ],
     },
   );
 }
@@ -104,7 +112,7 @@ export async function startWorker(options: StartOptions, { inThread = false, cle
   const workerDeps = { ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } };
   const databases = new WorkspaceDatabases(workerDeps, WORKSPACE_CACHE_SIZE);
   const dispatcher = new WorkspaceDispatcher(workerDeps, databases, clearOutbox ? { clear: clearOutbox } : {});
-  const worker = createWorker(workerDeps, dispatcher);
+  const worker = createWorker(workerDeps, dispatcher, databases);
   await worker.start();
   // Events a crash left in workspace outboxes go out now rather than at the next daily sweep.
   if (inThread)

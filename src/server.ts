@@ -47,7 +47,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const dispatcher = new WorkspaceDispatcher(deps, databases, {
     ...(thread ? { forward: (projectId: string) => thread.dispatch(projectId) } : {}),
   });
-  const worker = config.workers > 0 && !thread ? createWorker(deps, dispatcher) : undefined;
+  const worker = config.workers > 0 && !thread ? createWorker(deps, dispatcher, databases) : undefined;
   await worker?.start();
   // Events a crash left in workspace outboxes go out now rather than at the next daily sweep
   // (a worker thread sweeps as it starts).

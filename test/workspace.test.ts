@@ -1,5 +1,5 @@
 import { createHmac } from "node:crypto";
-import { readdirSync, readlinkSync } from "node:fs";
+import { readdirSync, readlinkSync, utimesSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +13,7 @@ import {
 import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
 import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
+import { sweepUploadLeftovers } from "../src/domains/workspace/files.ts";
 import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
 import { insertWithEvent } from "../src/domains/workspace/writes.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
@@ -447,6 +448,38 @@ describe("an upload whose row the database refuses", () => {
             ];
       for (const statement of undo) await statement.execute(db);
     }
+  });
+});
+
+describe("upload leftovers", () => {
+  it("the daily sweep removes old .part files and files without a row, and nothing else", async () => {
+    const { deps } = app.server;
+    const upload = await fetch(`${app.url}/w/${projectId}/api/files?name=kept.txt`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+      body: "kept",
+    });
+    expect(upload.status).toBe(201);
+    const kept = ((await upload.json()) as { file: { id: string } }).file.id;
+    const dir = workspaceFilesDir(deps, projectId);
+    const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
+    for (const name of ["fil_crashed_upload.part", "fil_never_committed", "fil_fresh_orphan"]) {
+      writeFileSync(path.join(dir, name), "leftover");
+    }
+    for (const name of ["fil_crashed_upload.part", "fil_never_committed", kept]) {
+      utimesSync(path.join(dir, name), twoDaysAgo, twoDaysAgo);
+    }
+    await sweepUploadLeftovers(deps, new WorkspaceDatabases(deps, 1));
+    const left = readdirSync(dir);
+    expect(left).not.toContain("fil_crashed_upload.part");
+    expect(left).not.toContain("fil_never_committed");
+    // Too recent to be a leftover (an upload may be just committing it), and a file with its row.
+    expect(left).toContain("fil_fresh_orphan");
+    expect(left).toContain(kept);
+    const download = await fetch(`${app.url}/w/${projectId}/api/files/${kept}`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(await download.text()).toBe("kept");
   });
 });
 

@@ -1,13 +1,16 @@
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import Busboy from "busboy";
+import type { Deps } from "../../deps.ts";
 import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { workspaceFilesDir } from "../projects/workspace-db.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
+import type { WorkspaceDatabases } from "./databases.ts";
 import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
 interface FileRow {
@@ -213,3 +216,58 @@ export async function deleteFile(ctx: WorkspaceCtx, id: string): Promise<void> {
   });
   await rm(path.join(filesDir(ctx), id), { force: true });
 }
+
+const DAY_MS = 86_400_000;
+/** Upload leftovers older than this go; no upload takes a day, so none in progress is touched. */
+const LEFTOVER_AGE_MS = DAY_MS;
+const LEFTOVER_CHUNK = 500;
+
+/**
+ * Removes what uploads cut short by a crash left in the workspaces' file directories: `<id>.part`
+ * files, and `<id>` files whose row never committed (see `uploadFile`). Only entries last written
+ * more than a day ago.
+ */
+export async function sweepUploadLeftovers(deps: Deps, databases: WorkspaceDatabases): Promise<void> {
+  const projects = await deps.db
+    .selectFrom("projects")
+    .select("id")
+    .where("status", "in", ["active", "paused"])
+    .execute();
+  const cutoff = Date.now() - LEFTOVER_AGE_MS;
+  for (const { id: projectId } of projects) {
+    const db = databases.get(projectId);
+    if (!db) continue;
+    try {
+      await removeLeftovers(db, workspaceFilesDir(deps, projectId), cutoff);
+    } catch (error) {
+      deps.log.error({ err: error, projectId }, "sweeping a workspace's upload leftovers failed");
+    }
+  }
+}
+
+async function removeLeftovers(db: WorkspaceCtx["db"], dir: string, cutoff: number): Promise<void> {
+  const old: string[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const info = await stat(path.join(dir, name)).catch(() => undefined);
+    if (info?.isFile() && info.mtimeMs < cutoff) old.push(name);
+  }
+  const ids = old.filter((name) => !name.endsWith(".part"));
+  const kept = new Set<string>();
+  for (let i = 0; i < ids.length; i += LEFTOVER_CHUNK) {
+    const rows = await db
+      .selectFrom("files")
+      .select("id")
+      .where("id", "in", ids.slice(i, i + LEFTOVER_CHUNK))
+      .execute();
+    for (const row of rows) kept.add(row.id as string);
+  }
+  for (const name of old) if (!kept.has(name)) await rm(path.join(dir, name), { force: true });
+}
+
+export function fileJobs(deps: Deps, databases: WorkspaceDatabases): JobHandlers {
+  return { "workspace.upload_leftovers": { handle: () => sweepUploadLeftovers(deps, databases) } };
+}
+
+export const fileSchedule: RecurringJob[] = [
+  { name: "workspace.upload_leftovers", everyMs: DAY_MS, kind: "workspace.upload_leftovers" },
+];

@@ -16,13 +16,7 @@ import {
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
-import {
-  requireAdmin,
-  requireMember,
-  type WorkspaceCtx,
-  type WorkspaceRuntime,
-  workspaceContext,
-} from "./access.ts";
+import { requireAdmin, requireMember, type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
 import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
 import {
   createHook,
