@@ -690,10 +690,17 @@ describe("workspace webhooks", () => {
         Object.fromEntries(Array.from({ length: count }, (_, i) => [`X-H${i}`, "v".repeat(valueLength)]));
       const base = { name: "headers", url: `${receiver.url}/many`, events: ["items:none"] };
       expect(errorPaths(await alpha.api("POST", "/webhooks", { ...base, headers: many(51, 1) }))).toEqual(["headers"]);
-      // 10 headers of 4 + 1,000 bytes: over 8 KiB together, though each value is within 1,000.
+      // 10 headers of 4 + 1,000 bytes: over 8 KiB together, though each is small.
       expect(errorPaths(await alpha.api("POST", "/webhooks", { ...base, headers: many(10, 1000) }))).toEqual([
         "headers",
       ]);
+      // One long value (a bearer token) may use the whole budget; a name is at most 100 characters.
+      const long = await alpha.hook({ ...base, headers: { Authorization: `Bearer ${"t".repeat(8_000)}` } });
+      const sentLong = await alpha.api("POST", `/webhooks/${long.id}/test`);
+      expect(sentLong.body.delivery).toMatchObject({ status: "succeeded" });
+      expect(
+        errorPaths(await alpha.api("POST", "/webhooks", { ...base, headers: { [`X-${"n".repeat(99)}`]: "v" } })),
+      ).toHaveLength(1);
       const hook = await alpha.hook({ ...base, headers: many(50, 100) });
       const sent = await alpha.api("POST", `/webhooks/${hook.id}/test`);
       expect(sent.body.delivery).toMatchObject({ status: "succeeded" });

@@ -55,9 +55,9 @@ export async function migrateToLatest(handle: DatabaseHandle, schema?: string): 
   const { error, results } = outcome;
   if (error) {
     const failed = results?.find((result) => result.status === "Error");
-    throw new Error(`migration ${failed?.migrationName ?? "(unknown)"} failed: ${String(error)}`, {
-      cause: error,
-    });
+    // No migration failed when the database could not be reached or read at all.
+    const what = failed ? `migration ${failed.migrationName} failed` : "could not migrate the database";
+    throw new Error(`${what}: ${String(error)}`, { cause: error });
   }
 }
 

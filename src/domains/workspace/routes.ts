@@ -24,6 +24,7 @@ import {
   getHook,
   listHookDeliveries,
   listHooks,
+  MAX_CUSTOM_HEADER_BYTES,
   retryDelivery,
   testHook,
   updateHook,
@@ -62,7 +63,8 @@ const ItemSchema = z
 const ItemInput = jsonObject().openapi("WorkspaceItemInput");
 const Page = z.object(pageQuery(50, 500));
 
-const headerMap = z.record(z.string().min(1).max(100), z.string().max(1000));
+/** Header names up to 100 characters; a value may take the whole budget (a long bearer token). */
+const headerMap = z.record(z.string().min(1).max(100), z.string().max(MAX_CUSTOM_HEADER_BYTES));
 const HookSchema = z
   .object({
     id: z.string(),
