@@ -46,6 +46,15 @@ export function oneOf(dialect: Dialect, column: string, values: readonly string[
   return sql<SqlBool>`${sql.ref(column)} in (${sql.join(inList(dialect, values))})`;
 }
 
+/**
+ * `query` locking the rows it reads until the transaction ends (`FOR UPDATE`) on PostgreSQL, so
+ * overlapping writes of one row run one after the other. SQLite needs no lock: it runs one write
+ * transaction at a time.
+ */
+export function forUpdateOn<Q extends { forUpdate(): Q }>(dialect: Dialect, query: Q): Q {
+  return dialect === "postgres" ? query.forUpdate() : query;
+}
+
 interface InsertOptions {
   /** `on conflict (column) do nothing`. */
   skipConflictOn?: string;

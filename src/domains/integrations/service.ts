@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { IntegrationsTable } from "../../db/schema.ts";
+import { forUpdateOn } from "../../db/shapes.ts";
 import { NotFoundError, ValidationError } from "../../http/errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { toFieldIssues } from "../../http/router.ts";
@@ -137,14 +138,13 @@ async function validConfig(ctx: OrgCtx, kind: IntegrationKind, config: Record<st
  * and deletes of one integration see each other.
  */
 async function findIntegration(ctx: OrgCtx, id: string, trx?: Db): Promise<IntegrationRow> {
-  let query = (trx ?? ctx.deps.db)
+  const query = (trx ?? ctx.deps.db)
     .selectFrom("integrations")
     .selectAll()
     .where("id", "=", id)
     .where("org_id", "=", ctx.org.id)
     .where("deleted_at", "is", null);
-  if (trx && ctx.deps.dialect === "postgres") query = query.forUpdate();
-  const row = await query.executeTakeFirst();
+  const row = await (trx ? forUpdateOn(ctx.deps.dialect, query) : query).executeTakeFirst();
   if (!row) throw new NotFoundError("integration not found");
   return row;
 }

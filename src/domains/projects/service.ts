@@ -2,6 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import { type Db, isUniqueViolation } from "../../db/database.ts";
 import type { ProjectsTable } from "../../db/schema.ts";
+import { forUpdateOn } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
@@ -464,9 +465,8 @@ export async function upgradeProject({
     }
   }
   return inOrgTransaction(ctx, async (trx) => {
-    let locked = trx.selectFrom("projects").select("id").where("id", "=", found.id).where("deleted_at", "is", null);
-    if (deps.dialect === "postgres") locked = locked.forUpdate();
-    if (!(await locked.executeTakeFirst())) throw new NotFoundError("project not found");
+    const locked = trx.selectFrom("projects").select("id").where("id", "=", found.id).where("deleted_at", "is", null);
+    if (!(await forUpdateOn(deps.dialect, locked).executeTakeFirst())) throw new NotFoundError("project not found");
     if (result.status === "upgraded") {
       await trx
         .updateTable("projects")

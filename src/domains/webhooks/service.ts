@@ -2,6 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhooksTable } from "../../db/schema.ts";
+import { forUpdateOn } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import { NotFoundError, ValidationError } from "../../http/errors.ts";
 import { actorOf } from "../../http/principal.ts";
@@ -49,15 +50,14 @@ export function newWebhookSecret(): string {
  * deletes of one webhook see each other.
  */
 async function findOrgWebhook(ctx: OrgCtx, id: string, trx?: Db): Promise<WebhookRow> {
-  let query = (trx ?? ctx.deps.db)
+  const query = (trx ?? ctx.deps.db)
     .selectFrom("webhooks")
     .selectAll()
     .where("id", "=", id)
     .where("org_id", "=", ctx.org.id)
     .where("project_id", "is", null)
     .where("deleted_at", "is", null);
-  if (trx && ctx.deps.dialect === "postgres") query = query.forUpdate();
-  const row = await query.executeTakeFirst();
+  const row = await (trx ? forUpdateOn(ctx.deps.dialect, query) : query).executeTakeFirst();
   if (!row) throw new NotFoundError("webhook not found");
   return row;
 }

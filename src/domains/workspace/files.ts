@@ -235,22 +235,24 @@ export async function sweepUploadLeftovers(deps: Deps, databases: WorkspaceDatab
     .execute();
   const cutoff = Date.now() - LEFTOVER_AGE_MS;
   for (const { id: projectId } of projects) {
-    const db = databases.get(projectId);
-    if (!db) continue;
     try {
-      await removeLeftovers(db, workspaceFilesDir(deps, projectId), cutoff);
+      await removeLeftovers(databases, projectId, workspaceFilesDir(deps, projectId), cutoff);
     } catch (error) {
       deps.log.error({ err: error, projectId }, "sweeping a workspace's upload leftovers failed");
     }
   }
 }
 
-async function removeLeftovers(db: WorkspaceCtx["db"], dir: string, cutoff: number): Promise<void> {
+async function removeLeftovers(databases: WorkspaceDatabases, projectId: string, dir: string, cutoff: number) {
   const old: string[] = [];
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     const info = await stat(path.join(dir, name)).catch(() => undefined);
     if (info?.isFile() && info.mtimeMs < cutoff) old.push(name);
   }
+  // Only a workspace with old files on disk is opened (and takes a place in the cache).
+  if (old.length === 0) return;
+  const db = databases.get(projectId);
+  if (!db) return;
   const ids = old.filter((name) => !name.endsWith(".part"));
   const kept = new Set<string>();
   for (let i = 0; i < ids.length; i += LEFTOVER_CHUNK) {

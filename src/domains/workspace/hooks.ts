@@ -1,6 +1,7 @@
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhooksTable } from "../../db/schema.ts";
+import { forUpdateOn } from "../../db/shapes.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
@@ -122,14 +123,13 @@ function assertHeadersAllowed(headers: Record<string, string> | null | undefined
  * deletes of one hook see each other.
  */
 async function findHook(ctx: WorkspaceCtx, id: string, trx?: Db): Promise<WebhookRow> {
-  let query = (trx ?? ctx.deps.db)
+  const query = (trx ?? ctx.deps.db)
     .selectFrom("webhooks")
     .selectAll()
     .where("id", "=", id)
     .where("project_id", "=", ctx.project.id)
     .where("deleted_at", "is", null);
-  if (trx && ctx.deps.dialect === "postgres") query = query.forUpdate();
-  const row = await query.executeTakeFirst();
+  const row = await (trx ? forUpdateOn(ctx.deps.dialect, query) : query).executeTakeFirst();
   if (!row) throw new NotFoundError("webhook not found");
   return row;
 }
