@@ -206,6 +206,10 @@ export interface ReceivedMail {
 export async function startMailbox() {
   const messages: ReceivedMail[] = [];
   const waiters: (() => void)[] = [];
+  /** Recipients whose next message is kept waiting (its sender too) until released. */
+  const holds = new Map<string, Promise<void>>();
+  /** Recipients with a message being kept waiting now. */
+  const waiting = new Set<string>();
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
@@ -213,10 +217,18 @@ export async function startMailbox() {
     onData(stream, session, done) {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", () => {
+      stream.on("end", async () => {
+        const to = session.envelope.rcptTo.map((r) => r.address);
+        const held = to.map((address) => holds.get(address)).find(Boolean);
+        for (const address of to) holds.delete(address);
+        if (held) {
+          for (const address of to) waiting.add(address);
+          await held;
+          for (const address of to) waiting.delete(address);
+        }
         messages.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-          to: session.envelope.rcptTo.map((r) => r.address),
+          to,
           raw: Buffer.concat(chunks).toString("utf8"),
         });
         for (const wake of waiters.splice(0)) wake();
@@ -242,6 +254,22 @@ export async function startMailbox() {
         });
       }
     },
+    /**
+     * Keeps the next message to `to` from arriving, and its sender waiting for the answer to it,
+     * until the returned function is called.
+     */
+    hold(to: string): () => void {
+      let release: () => void = () => {};
+      holds.set(
+        to,
+        new Promise<void>((resolve) => {
+          release = resolve;
+        }),
+      );
+      return () => release();
+    },
+    /** Whether a message to `to` is being kept waiting (see `hold`). */
+    pending: (to: string) => waiting.has(to),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -510,6 +510,33 @@ describe("batch handlers", () => {
     expect([...started].sort()).toEqual([1, 2, 3, 4]);
   });
 
+  it("passes a job's `local` only with a job taken at a committed enqueue, never with a claimed one", async () => {
+    const seen = new Map<number, unknown>();
+    const handlers: JobHandlers = {
+      "test.batch": {
+        batchSize: 8,
+        maxInFlight: 8,
+        async handleBatch(runs) {
+          for (const { payload, local } of runs) seen.set(Number(payload.n), local);
+          return runs.map(async () => ({ error: null }));
+        },
+      },
+    };
+    const spec = (n: number) => ({ kind: "test.batch", payload: { n }, local: { n } });
+    // Before any worker runs: claimed later, read from the database, so without `local`.
+    await deps.db.transaction().execute((trx) => deps.jobs.enqueue(trx, spec(1)));
+    await runWorker(handlers);
+    await until(() => seen.has(1));
+    // Taken by the worker at enqueue, in a transaction that commits: `local` comes along.
+    await deps.jobs.transaction(deps.db, (trx) => deps.jobs.enqueue(trx, spec(2), spec(3)));
+    await until(() => seen.has(2) && seen.has(3));
+    // Enqueued outside jobs.transaction(): on SQLite taken before anyone knows whether it
+    // commits, on PostgreSQL claimed; either way without `local`.
+    await deps.db.transaction().execute((trx) => deps.jobs.enqueue(trx, spec(4)));
+    await until(() => seen.has(4));
+    expect(Object.fromEntries(seen)).toEqual({ 1: undefined, 2: { n: 2 }, 3: { n: 3 }, 4: undefined });
+  });
+
   it("fails only the jobs of a batch still running at its deadline", async () => {
     await runWorker({
       "test.batch": {

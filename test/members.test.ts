@@ -14,6 +14,7 @@ import {
   type TestApp,
   type TestUser,
   uniqueEmail,
+  until,
 } from "./harness.ts";
 
 /** Links in mails must use PUBLIC_URL, not the address the server happens to listen on. */
@@ -469,6 +470,28 @@ describe("members and invitations", () => {
     let slug: string;
     beforeAll(async () => {
       ({ owner, slug } = await newOrg("Resend Org"));
+    });
+
+    it("sends the mails of overlapping resends in order: the last to arrive carries the token that works", async () => {
+      const email = uniqueEmail("overlap");
+      const first = await inviteAndReadMail(slug, owner, email, "developer");
+      const since = mailbox.messages.length;
+      // The first resend's mail is held at the server while the second resend is asked for.
+      const release = mailbox.hold(email);
+      const resend = () => call(app, "POST", `/org/${slug}/members/${first.id}/resend`, { cookie: owner.cookie });
+      expect((await resend()).status).toBe(200);
+      await until("the first resend's mail to be held", () => mailbox.pending(email));
+      expect((await resend()).status).toBe(200);
+      // The second mail waits for the first, which is still going out.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(mailbox.messages.slice(since).filter((m) => m.to.includes(email))).toHaveLength(0);
+      release();
+      await until("both mails", () => mailbox.messages.slice(since).filter((m) => m.to.includes(email)).length === 2);
+      const [older, newer] = mailbox.messages.slice(since).filter((m) => m.to.includes(email));
+      const invitee = await signUp(app, email);
+      expectError(await accept(invitee, invitationToken(older!)), 404, "NOT_FOUND");
+      const ok = await accept(invitee, invitationToken(newer!));
+      expect(ok.status, JSON.stringify(ok.body)).toBe(200);
     });
 
     it("sends a new mail with a new token; the old token stops working and the new one works", async () => {

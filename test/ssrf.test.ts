@@ -266,6 +266,17 @@ describe("outbound client", () => {
       expect(Buffer.byteLength(result.body ?? "")).toBe(2047);
     });
 
+    it("turns invalid bytes into U+FFFD wherever they are in a body that is not cut, the last ones too", async () => {
+      const target = await receiver();
+      // "caf" + 0xE9 (latin-1 "é"), and an invalid byte in the middle: 4 + 3 bytes, far below the cut.
+      target.respond = (_request, response) => response.end(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x41, 0xff, 0x42]));
+      const middle = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(middle.body).toBe("caf\uFFFDA\uFFFDB");
+      target.respond = (_request, response) => response.end(Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+      const end = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
+      expect(end.body).toBe("caf\uFFFD");
+    });
+
     it("honours a smaller maxResponseBytes", async () => {
       const target = await receiver();
       target.respond = (_request, response) => response.end("0123456789");

@@ -7,7 +7,7 @@
  *
  * Plinth runs as a child process (`node --max-semi-space-size=32 dist/main.js`, as `npm start`
  * does) with WORKERS job slots in-process; the load generator (autocannon, or a paced loop for
- * the fixed-rate run) and the webhook receiver (node:http, answers 200 at once) run in this
+ * the fixed-rate run) and the webhook receiver (HTTP/1.1 on a bare socket, answers 200 at once) run in this
  * process; everything is on 127.0.0.1. Every scenario gets a fresh Plinth (fresh DATA_DIR, and on
  * PostgreSQL a fresh database this script creates and drops), so a backlog left by one scenario
  * never runs during the next. Set-up goes through the real API: sign-up, org, project (waited
@@ -54,11 +54,12 @@
  *   BENCH_NODE_ARGS      extra node flags for the Plinth child, space-separated (e.g. --import <preload>)
  *   BENCH_DIST           a compiled build to run instead of dist/
  *   BENCH_VERBOSE        1: pass Plinth's output through
+ *   BENCH_RECEIVER       http: the receiver on node:http instead of a bare socket (see startReceiver)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer as createHttpServer, type Server } from "node:http";
-import { createServer as createNetServer } from "node:net";
+import { createServer as createNetServer, type Socket } from "node:net";
 import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -96,6 +97,7 @@ const QUIET_WAIT_S = process.env.BENCH_QUIET_WAIT ? envInt("BENCH_QUIET_WAIT", 6
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const DIST = process.env.BENCH_DIST ? path.resolve(process.env.BENCH_DIST) : "dist";
 const VERBOSE = process.env.BENCH_VERBOSE === "1";
+const RECEIVER = process.env.BENCH_RECEIVER === "http" ? "http" : "socket";
 const AUTH_SECRET = "bench-secret-bench-secret-bench-secret-0123";
 const HOOK_SECRET = "whsec_bench_0123456789abcdef";
 /** Deliveries are taken to have stopped after this long without one. */
@@ -242,7 +244,12 @@ function cpuSnapshot(pids: number[]): CpuSnapshot | undefined {
     const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
     const perPid = new Map<number, number>();
     for (const pid of pids) {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      } catch {
+        continue; // gone (a PostgreSQL backend that closed): counted as nothing
+      }
       const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       perPid.set(pid, Number(rest[11]) + Number(rest[12]));
     }
@@ -259,7 +266,7 @@ function cpuCores(before: CpuSnapshot | undefined, after: CpuSnapshot | undefine
     return { server: Number.NaN, runner: Number.NaN, other: Number.NaN };
   }
   const span = (after.total - before.total) / cpus().length;
-  const ticks = (pid: number) => (after.perPid.get(pid) ?? 0) - (before.perPid.get(pid) ?? 0);
+  const ticks = (pid: number) => between(before, after, pid);
   const s = server.reduce((sum, pid) => sum + ticks(pid), 0);
   const r = ticks(process.pid);
   return { server: s / span, runner: r / span, other: Math.max(0, (after.busy - before.busy - s - r) / span) };
@@ -268,7 +275,14 @@ function cpuCores(before: CpuSnapshot | undefined, after: CpuSnapshot | undefine
 /** CPU time of some processes between two snapshots, in ms (USER_HZ = 100 on Linux). */
 function cpuMs(before: CpuSnapshot | undefined, after: CpuSnapshot | undefined, pids: number[]): number {
   if (!before || !after) return Number.NaN;
-  return pids.reduce((sum, pid) => sum + ((after.perPid.get(pid) ?? 0) - (before.perPid.get(pid) ?? 0)) * 10, 0);
+  return pids.reduce((sum, pid) => sum + between(before, after, pid) * 10, 0);
+}
+
+/** A process's CPU ticks between two snapshots; 0 unless it is in both. */
+function between(before: CpuSnapshot, after: CpuSnapshot, pid: number): number {
+  const start = before.perPid.get(pid);
+  const end = after.perPid.get(pid);
+  return start === undefined || end === undefined ? 0 : end - start;
 }
 
 /** Waits (bounded) until everything but this process has used < 0.2 cores for 2 s; false if it never did. */
@@ -361,32 +375,103 @@ interface Receiver {
   close(): Promise<void>;
 }
 
+/**
+ * The receiver answers 200 to every POST on a kept-alive connection. By default it speaks just
+ * enough HTTP/1.1 over a bare socket for Plinth's requests (a request line, headers, a body of
+ * `content-length` bytes; one request at a time per connection): it shares the machine with
+ * Plinth, and node:http's request and response objects would cost it about four times the CPU
+ * per delivery, charged to the webhook runs as if Plinth spent it. BENCH_RECEIVER=http uses
+ * node:http instead.
+ */
 async function startReceiver(): Promise<Receiver> {
   const receiver = { sink: new Sink() } as Receiver;
+  const received = (path: string, deliveryId: string, signed: boolean, body: string) => {
+    const hook = Number(/^\/hook\/(\d+)/.exec(path)?.[1] ?? -1);
+    receiver.sink.record(hook, deliveryId, signed, body);
+  };
+  const server = RECEIVER === "http" ? httpReceiver(received) : socketReceiver(received);
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, HOST, resolve));
+  receiver.url = `http://${HOST}:${port}`;
+  receiver.close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAll();
+    });
+  return receiver;
+}
+
+type Received = (path: string, deliveryId: string, signed: boolean, body: string) => void;
+
+interface ReceiverServer {
+  listen(port: number, host: string, done: () => void): void;
+  close(done: () => void): void;
+  closeAll(): void;
+}
+
+function httpReceiver(received: Received): ReceiverServer {
   const server: Server = createHttpServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
       res.writeHead(200, { "content-type": "text/plain", "content-length": "2" });
       res.end("ok");
-      const hook = Number(/^\/hook\/(\d+)/.exec(req.url ?? "")?.[1] ?? -1);
-      const deliveryId = String(req.headers["x-service-delivery"] ?? "");
-      const signed = typeof req.headers["x-service-signature-v2"] === "string";
-      receiver.sink.record(hook, deliveryId, signed, Buffer.concat(chunks).toString("utf8"));
+      received(
+        req.url ?? "",
+        String(req.headers["x-service-delivery"] ?? ""),
+        typeof req.headers["x-service-signature-v2"] === "string",
+        Buffer.concat(chunks).toString("utf8"),
+      );
     });
   });
   // Longer than undici's keep-alive, so the server never closes a socket Plinth is about to reuse.
   server.keepAliveTimeout = 120_000;
   server.headersTimeout = 130_000;
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, HOST, resolve));
-  receiver.url = `http://${HOST}:${port}`;
-  receiver.close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
+  return {
+    listen: (port, host, done) => server.listen(port, host, done),
+    close: (done) => server.close(() => done()),
+    closeAll: () => server.closeAllConnections(),
+  };
+}
+
+const OK = Buffer.from("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok");
+const HEADERS_END = Buffer.from("\r\n\r\n");
+
+function socketReceiver(received: Received): ReceiverServer {
+  const sockets = new Set<Socket>();
+  const server = createNetServer((socket) => {
+    sockets.add(socket);
+    socket.setNoDelay(true);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    let buffered: Buffer = Buffer.alloc(0);
+    socket.on("data", (chunk: Buffer) => {
+      buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
+      for (;;) {
+        const end = buffered.indexOf(HEADERS_END);
+        if (end < 0) return;
+        const head = buffered.toString("latin1", 0, end);
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (buffered.length < end + 4 + length) return;
+        const body = buffered.toString("utf8", end + 4, end + 4 + length);
+        buffered = buffered.subarray(end + 4 + length);
+        socket.write(OK);
+        received(
+          head.slice(head.indexOf(" ") + 1, head.indexOf(" ", head.indexOf(" ") + 1)),
+          /\r\nx-service-delivery: *([^\r]*)/i.exec(head)?.[1] ?? "",
+          /\r\nx-service-signature-v2: *[^\r]/i.test(head),
+          body,
+        );
+      }
     });
-  return receiver;
+  });
+  return {
+    listen: (port, host, done) => server.listen(port, host, done),
+    close: (done) => server.close(() => done()),
+    closeAll: () => {
+      for (const socket of sockets) socket.destroy();
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,6 +597,11 @@ interface ThroughputRow {
   runnerCores: number;
   /** PostgreSQL: WAL bytes written per item, its deliveries included (NaN on SQLite). */
   walPerItem: number;
+  /**
+   * PostgreSQL: CPU time of the backends serving the bench's database per item, measured like
+   * `cpuPerEvent` (NaN on SQLite). Unlike "other CPU", work elsewhere on the machine is not in it.
+   */
+  pgCpuPerItem: number;
   otherCores: number;
 }
 
@@ -552,6 +642,21 @@ async function walBytes(database: string): Promise<number> {
   try {
     const result = await client.query<{ bytes: string }>("select wal_bytes::text as bytes from pg_stat_wal");
     return Number(result.rows[0]?.bytes);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The PostgreSQL backends connected to bench databases (none on SQLite). */
+async function pgBackends(database: string): Promise<number[]> {
+  if (database === "sqlite") return [];
+  const client = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await client.connect();
+  try {
+    const result = await client.query<{ pid: number }>(
+      "select pid from pg_stat_activity where datname like 'plinth_bench_ws%' and pid <> pg_backend_pid()",
+    );
+    return result.rows.map((row) => row.pid);
   } finally {
     await client.end();
   }
@@ -616,7 +721,9 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
 
     const sink = receiver.sink;
     const walBefore = await walBytes(database);
-    const cpuBefore = cpuSnapshot([...pidsOf(plinth), process.pid]);
+    // The server's pool is open by now (the warm-up used it): these are the backends that work.
+    const backends = await pgBackends(database);
+    const cpuBefore = cpuSnapshot([...pidsOf(plinth), process.pid, ...backends]);
     const started = now();
     const result: Result = await autocannon({ ...options, body: itemBody("m"), duration: DURATION_S });
     const loadEnded = now();
@@ -631,7 +738,7 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
     let deliveredPerSecond = Number.NaN;
     let duringLoadPerSecond = Number.NaN;
     let drainSeconds = Number.NaN;
-    let cpuEnd = cpuSnapshot(pidsOf(plinth));
+    let cpuEnd = cpuSnapshot([...pidsOf(plinth), ...backends]);
     if (hooks > 0) {
       await sleep(300);
       // Stop waiting as soon as every 2xx'd item is in, or when receipts stop (bounded).
@@ -639,7 +746,7 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
         now() + DRAIN_S * 1000,
         () => sink.count("m") >= result["2xx"] * hooks && now() - sink.last > 300,
       );
-      cpuEnd = cpuSnapshot(pidsOf(plinth));
+      cpuEnd = cpuSnapshot([...pidsOf(plinth), ...backends]);
       const ids = await listItemIds(ws, "m");
       created = ids.size;
       expected = created * hooks;
@@ -686,6 +793,7 @@ async function measureThroughput(database: string, hooks: number, receiver: Rece
       runnerCores: cpu.runner,
       otherCores: cpu.other,
       walPerItem,
+      pgCpuPerItem: backends.length > 0 ? cpuMs(cpuBefore, cpuEnd, backends) / created : Number.NaN,
     };
   });
 }
@@ -862,6 +970,7 @@ async function main(): Promise<void> {
           "runner CPU",
           "other CPU",
           "WAL/item",
+          "PG CPU/item",
         ],
         throughput.map((r) => {
           const base = baseOf(r.database);
@@ -884,6 +993,7 @@ async function main(): Promise<void> {
             fmtCores(r.runnerCores),
             fmtCores(r.otherCores),
             Number.isNaN(r.walPerItem) ? "" : `${fmtInt(r.walPerItem)} B`,
+            Number.isNaN(r.pgCpuPerItem) ? "" : fmtUs(r.pgCpuPerItem),
           ];
         }),
         2,

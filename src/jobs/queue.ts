@@ -25,6 +25,12 @@ export interface JobSpec {
   timeoutMs?: number;
   /** A second enqueue with the same key is a no-op, whatever the first job's state. */
   idempotencyKey?: string;
+  /**
+   * What the enqueuing code holds already and the job would otherwise read back (a delivery's
+   * row, say): never stored, it reaches the handler only with a job this process's worker takes
+   * at enqueue, once the enqueuing transaction is known to have committed (`JobRun.local`).
+   */
+  local?: unknown;
 }
 
 export const DEFAULT_MAX_ATTEMPTS = 10;
@@ -50,6 +56,14 @@ export interface LocalTaker {
 interface HandOver {
   taker: LocalTaker;
   jobs: Job[];
+}
+
+/** The `local` of each job taken at enqueue that came with one (see `JobSpec.local`). */
+const locals = new WeakMap<Job, unknown>();
+
+/** The `local` a job was enqueued with, if this process's worker took it at enqueue. */
+export function localOf(job: Job): unknown {
+  return locals.get(job);
 }
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
@@ -116,23 +130,28 @@ export class JobQueue {
     if (specs.length === 0) return;
     const now = this.clock.now();
     const at = now.toISOString();
-    const rows: Job[] = specs.map((spec) => ({
-      id: newId("job", now),
-      kind: spec.kind,
-      payload: toJsonColumn(spec.payload) ?? "{}",
-      status: "pending",
-      attempts: 0,
-      max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-      timeout_ms: spec.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      run_at: (spec.runAt ?? now).toISOString(),
-      lease_until: null,
-      locked_by: null,
-      last_error: null,
-      idempotency_key: spec.idempotencyKey ?? null,
-      created_at: at,
-      updated_at: at,
-      finished_at: null,
-    }));
+    const rows: Job[] = specs.map((spec) => {
+      const row: Job = {
+        id: newId("job", now),
+        kind: spec.kind,
+        payload: toJsonColumn(spec.payload) ?? "{}",
+        status: "pending",
+        attempts: 0,
+        max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+        timeout_ms: spec.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+        run_at: (spec.runAt ?? now).toISOString(),
+        lease_until: null,
+        locked_by: null,
+        last_error: null,
+        idempotency_key: spec.idempotencyKey ?? null,
+        created_at: at,
+        updated_at: at,
+        finished_at: null,
+      };
+      // Reaches a handler only if this process's worker takes this very row (a claim reads anew).
+      if (spec.local !== undefined) locals.set(row, spec.local);
+      return row;
+    });
     const handOver = this.handOvers.get(db);
     // Inside transaction(), the worker that was there when it began: the one that adopts.
     const taker = handOver?.taker ?? (this.dialect === "sqlite" ? this.taker : undefined);

@@ -7,7 +7,7 @@ import { oneOf } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
-import { backoffMs, type Job, jobsChannel, LEASE_MARGIN_MS, type LocalTaker } from "./queue.ts";
+import { backoffMs, type Job, jobsChannel, LEASE_MARGIN_MS, type LocalTaker, localOf } from "./queue.ts";
 
 export type { Job };
 
@@ -17,6 +17,12 @@ export interface JobRun {
   job: Job;
   /** Aborted when the job's timeout passes or the worker is forced to stop. */
   signal: AbortSignal;
+  /**
+   * The `local` the job was enqueued with (`JobSpec.local`), when this worker took it at enqueue
+   * from a transaction known to have committed; otherwise undefined, and the handler reads what
+   * it needs.
+   */
+  local?: unknown;
 }
 
 /** Runs one job per call, in one of the worker's `concurrency` slots. */
@@ -522,7 +528,13 @@ export class Worker implements LocalTaker {
     try {
       const results = await Promise.race([
         handler.handleBatch(
-          jobs.map((job) => ({ job, payload: fromJsonColumn(job.payload, {}), signal })),
+          jobs.map((job) => ({
+            job,
+            payload: fromJsonColumn(job.payload, {}),
+            signal,
+            // Only from a commit known to have happened: a rolled-back one left nothing to act on.
+            ...(origin === "committed" ? { local: localOf(job) } : {}),
+          })),
           signal,
         ),
         deadline,

@@ -77,7 +77,10 @@ function decodeUtf8Prefix(bytes: Buffer, maxBytes: number): string {
 function decodeUtf8PrefixAsIs(bytes: Buffer, maxBytes: number): string {
   // Most receivers answer in ASCII ("ok", JSON), where bytes and characters are the same.
   if (isAscii(bytes)) return bytes.toString("latin1", 0, Math.min(bytes.length, maxBytes));
-  // `stream: true` holds back an incomplete trailing sequence instead of turning it into U+FFFD.
+  // A body shorter than the cut was not cut (reading stops at the cut): it is decoded whole, and
+  // invalid bytes at its end become U+FFFD like any others.
+  if (bytes.length < maxBytes) return bytes.toString("utf8");
+  // Cut: `stream: true` holds back a character the cut split instead of turning it into U+FFFD.
   const text = new TextDecoder().decode(bytes.subarray(0, maxBytes), { stream: true });
   const encoded = Buffer.from(text);
   if (encoded.length <= maxBytes) return text;

@@ -1,9 +1,10 @@
 import type { z } from "@hono/zod-openapi";
+import { type SqlBool, sql } from "kysely";
 import { type Db, isUniqueViolation } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
-import type { JobHandlers } from "../../jobs/worker.ts";
+import type { Job, JobHandlers } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { randomToken, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
@@ -400,17 +401,51 @@ export async function acceptInvitation({
   });
 }
 
+/** How often a resend's mail looks again whether the mail before it has gone out. */
+const TURN_POLL_MS = 200;
+
+/**
+ * Whether this job's mail is still the one to send, once every older mail of the invitation has
+ * gone out: each mail mints the token that replaces the one before, so they must go out in the
+ * order they were asked for, or the last to arrive would carry a token that no longer works.
+ * False when a newer job (a resend since) exists: that one sends. An older job whose lease has
+ * lapsed (its worker died) is not waited for; run again, it finds this one newer and stands down.
+ */
+async function isTurnOf(deps: Deps, invitationId: string, job: Job, signal: AbortSignal): Promise<boolean> {
+  // Payloads are JSON text written by `queueInvitationMail`; `_` is a LIKE wildcard, so escaped.
+  const pattern = `%${JSON.stringify({ invitationId }).slice(1, -1).replace(/[\\%_]/g, "\\$&")}%`;
+  for (;;) {
+    const now = deps.clock.now().toISOString();
+    const others = await deps.db
+      .selectFrom("jobs")
+      .select(["id", "status", "lease_until"])
+      .where("kind", "=", "invitation.send")
+      .where(sql<SqlBool>`${sql.ref("payload")} like ${pattern} escape '\\'`)
+      .where("id", "!=", job.id)
+      .execute();
+    if (others.some((other) => other.id > job.id)) return false;
+    const sending = others.some(
+      (other) => other.status === "running" && other.lease_until !== null && other.lease_until > now,
+    );
+    if (!sending) return true;
+    await new Promise((resolve) => setTimeout(resolve, TURN_POLL_MS));
+    if (signal.aborted) throw new Error("gave up waiting for the invitation's previous mail");
+  }
+}
+
 /**
  * Sends invitation mail. The token is minted here, when the mail goes out, so no job payload
  * ever holds one; a retry mints a fresh token and the newest mail's link is the one that works.
- * An invitation revoked or accepted before its mail went out gets no mail.
+ * Mails of one invitation go out one after the other, in the order asked (see `isTurnOf`). An
+ * invitation revoked or accepted before its mail went out gets no mail.
  */
 export function invitationJobs(deps: Deps): JobHandlers {
   return {
     "invitation.send": {
       backoffBaseMs: 10_000,
-      async handle(payload) {
+      async handle(payload, { job, signal }) {
         const invitationId = String(payload.invitationId);
+        if (!(await isTurnOf(deps, invitationId, job, signal))) return;
         const token = randomToken("", 32);
         const invitation = await deps.db.transaction().execute(async (trx) => {
           const found = await trx

@@ -155,6 +155,8 @@ export interface AttemptRequest {
   includeInactive?: boolean;
   /** Re-send with exactly these headers (a replay of an earlier attempt), even if finished. */
   replayHeaders?: Record<string, string>;
+  /** The delivery as its caller has just committed it, in place of reading it back. */
+  delivery?: Delivery;
 }
 
 export interface AttemptResult {
@@ -185,9 +187,11 @@ interface Sent {
 
 const LOAD_CHUNK = 500;
 
-async function loadDeliveries(deps: Deps, ids: string[]): Promise<Map<string, Delivery>> {
+/** The requests' deliveries: those handed over as they were committed, and the rest read. */
+async function loadDeliveries(deps: Deps, requests: AttemptRequest[]): Promise<Map<string, Delivery>> {
   const found = new Map<string, Delivery>();
-  const unique = [...new Set(ids)];
+  for (const { delivery } of requests) if (delivery) found.set(delivery.id, delivery);
+  const unique = [...new Set(requests.map((request) => request.deliveryId))].filter((id) => !found.has(id));
   for (const chunk of chunked(deps.dialect, unique, LOAD_CHUNK)) {
     const rows = await deps.db
       .selectFrom("webhook_deliveries")
@@ -210,10 +214,7 @@ export async function startAttempts(
   requests: AttemptRequest[],
   signal?: AbortSignal,
 ): Promise<Array<Promise<Attempt>>> {
-  const deliveries = await loadDeliveries(
-    deps,
-    requests.map((request) => request.deliveryId),
-  );
+  const deliveries = await loadDeliveries(deps, requests);
   const targets = await resolveTargets(deps, [...deliveries.values()]);
   return requests.map(async (request): Promise<Attempt> => {
     const delivery = deliveries.get(request.deliveryId);
@@ -517,9 +518,11 @@ export function deliveryJobs(deps: Deps) {
       async handleBatch(runs, signal) {
         const attempts = await startAttempts(
           deps,
-          runs.map(({ job, payload }) => ({
+          runs.map(({ job, payload, local }) => ({
             deliveryId: String(payload.deliveryId),
             final: job.attempts >= job.max_attempts,
+            // Handed over by the dispatch that inserted it (see WorkspaceDispatcher).
+            ...(local ? { delivery: local as Delivery } : {}),
           })),
           signal,
         );

@@ -253,6 +253,7 @@ export class WorkspaceDispatcher {
         skipConflictOn: "id",
         returningIds: true,
       });
+      const byId = new Map(rows.map((row) => [row.id, row]));
       await deps.jobs.enqueue(
         trx,
         ...added.map((deliveryId) => ({
@@ -260,6 +261,8 @@ export class WorkspaceDispatcher {
           payload: { deliveryId },
           maxAttempts: deps.config.webhookMaxAttempts,
           timeoutMs: deps.config.webhookTimeoutMs + 5_000,
+          // The row as inserted: this process's worker, taking the job, need not read it back.
+          local: byId.get(deliveryId),
         })),
       );
     });
