@@ -413,7 +413,8 @@ const TURN_POLL_MS = 200;
  */
 async function isTurnOf(deps: Deps, invitationId: string, job: Job, signal: AbortSignal): Promise<boolean> {
   // Payloads are JSON text written by `queueInvitationMail`; `_` is a LIKE wildcard, so escaped.
-  const pattern = `%${JSON.stringify({ invitationId }).slice(1, -1).replace(/[\\%_]/g, "\\$&")}%`;
+  const member = JSON.stringify({ invitationId }).slice(1, -1);
+  const pattern = `%${member.replace(/[\\%_]/g, "\\$&")}%`;
   for (;;) {
     const now = deps.clock.now().toISOString();
     const others = await deps.db
