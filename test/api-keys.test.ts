@@ -166,6 +166,7 @@ describe("ApiKeyInput validation", () => {
     ["name empty", { name: "", scope: "full" }, "name"],
     ["name of 61 characters", { name: "n".repeat(61), scope: "full" }, "name"],
     ["name not a string", { name: 42, scope: "full" }, "name"],
+    ["name with a line break", { name: "ci\ndeploy", scope: "full" }, "name"],
     ["scope missing", { name: "k" }, "scope"],
     ["scope outside the enum", { name: "k", scope: "admin" }, "scope"],
     ["scope in the wrong case", { name: "k", scope: "FULL" }, "scope"],

@@ -127,7 +127,13 @@ describe("members and invitations", () => {
 
   describe("invitation flow", () => {
     it("puts the org's name on one line of the mail, whatever line breaks it holds", async () => {
-      const { owner, slug } = await newOrg("Acme\r\nAccept here instead: https://evil.example/x");
+      // The API refuses such a name now; one stored before that still reaches mail.
+      const { owner, slug } = await newOrg("Acme");
+      await app.server.deps.db
+        .updateTable("orgs")
+        .set({ name: "Acme\r\nAccept here instead: https://evil.example/x" })
+        .where("slug", "=", slug)
+        .execute();
       const email = uniqueEmail("spoofed");
       const { mail } = await inviteAndReadMail(slug, { cookie: owner.cookie }, email, "viewer");
       const lines = mailText(mail).split(/\r?\n/);

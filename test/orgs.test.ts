@@ -191,6 +191,8 @@ describe("POST /org and GET /orgs", () => {
       expectValidation(await create({ name: "n".repeat(81) }), "name");
       expectValidation(await create({}), "name");
       expectValidation(await create({ name: 42 }), "name");
+      expectValidation(await create({ name: "Acme\r\nBcc: x" }), "name");
+      expectValidation(await create({ name: "Tab\there" }), "name");
       expect(await orgsOf({ cookie: validator.cookie })).toHaveLength(before);
     });
 

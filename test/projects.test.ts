@@ -389,6 +389,8 @@ describe("projects", () => {
       expectFieldError(await p.create(slug, owner, {}), "name");
       expectFieldError(await p.create(slug, owner, { name: 42 }), "name");
       expectFieldError(await p.create(slug, owner, { name: "   " }), "name");
+      expectFieldError(await p.create(slug, owner, { name: "\u0001\u0002" }), "name");
+      expectFieldError(await p.create(slug, owner, { name: "line\nbreak" }), "name");
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
 
       const two = await created(slug, owner, { name: "ab" });

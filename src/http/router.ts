@@ -146,6 +146,23 @@ export function jsonObject() {
     .openapi({ type: "object", additionalProperties: true });
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * A name shown on one line (an org's, a project's, a key's): trimmed, `min` to `max` characters,
+ * and no control characters, so a line break or an escape sequence cannot reshape a listing, a
+ * log line or a mail it appears in.
+ */
+export function nameText(min: number, max: number) {
+  return z
+    .string()
+    .trim()
+    .min(min)
+    .max(max)
+    .refine((text) => !CONTROL_CHARACTER.test(text), "must not contain control characters (line breaks, tabs)");
+}
+
 /** `limit` and `offset` query parameters of a list, newest or oldest first as the list says. */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
   return {

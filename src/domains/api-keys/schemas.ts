@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { nameText } from "../../http/router.ts";
 
 export const KEY_SCOPES = ["full", "deploy", "read-only"] as const;
 
@@ -7,7 +8,7 @@ export const MAX_KEY_LIFETIME_DAYS = 3650;
 
 export const ApiKeyInput = z
   .object({
-    name: z.string().trim().min(1).max(60),
+    name: nameText(1, 60),
     scope: z.enum(KEY_SCOPES),
     expiresInDays: z.number().int().positive().max(MAX_KEY_LIFETIME_DAYS).optional(),
     mcpTools: z.array(z.string().min(1).max(80)).max(64).optional(),

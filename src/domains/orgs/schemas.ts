@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { nameText } from "../../http/router.ts";
 import { parseAllowlistEntry } from "../../lib/ip.ts";
 import { ROLES } from "./access.ts";
 import { REGIONS, RESIDENCIES } from "./records.ts";
@@ -36,7 +37,7 @@ export const ProjectSummarySchema = z
   })
   .openapi("ProjectSummary");
 
-const orgName = z.string().trim().min(2).max(80);
+const orgName = nameText(2, 80);
 
 export const CreateOrgInput = z
   .object({

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { nameText } from "../../http/router.ts";
 import { REGIONS } from "../orgs/records.ts";
 
 export const ENVIRONMENTS = ["production", "staging", "development"] as const;
@@ -29,7 +30,7 @@ export const ProjectSchema = z
 
 export const CreateProjectInput = z
   .object({
-    name: z.string().trim().min(2).max(60),
+    name: nameText(2, 60),
     region: z.enum(REGIONS).optional(),
     dbType: z.enum(["d1"]).optional(),
     template: z.string().max(40).optional(),
@@ -38,7 +39,7 @@ export const CreateProjectInput = z
 
 export const UpdateProjectInput = z
   .object({
-    name: z.string().trim().min(2).max(60).optional(),
+    name: nameText(2, 60).optional(),
     environment: z.enum(ENVIRONMENTS).optional(),
   })
   .openapi("UpdateProjectInput");
