@@ -146,8 +146,9 @@ export function jsonObject() {
     .openapi({ type: "object", additionalProperties: true });
 }
 
+/** Control characters but NUL, which every input refuses with a message of its own (`textIssue`). */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL_CHARACTER = /[\u0001-\u001f\u007f-\u009f]/;
 
 /**
  * A name shown on one line (an org's, a project's, a key's): trimmed, `min` to `max` characters,

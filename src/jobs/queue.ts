@@ -65,6 +65,7 @@ const locals = new WeakMap<Job, unknown>();
 export function localOf(job: Job): unknown {
   return locals.get(job);
 }
+
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
