@@ -145,6 +145,25 @@ describe("error envelope", () => {
     expect(res.body.error.details[0].message).toContain("64");
   });
 
+  // JSON.parse reads 1e400 as Infinity, which JSON.stringify writes as null: refused, not changed.
+  it("answers a number beyond the range of a double with 422 naming it", async () => {
+    const res = await call(app, "PATCH", "/account", {
+      cookie: owner.cookie,
+      rawBody: '{"preferences":{"n":1e400,"m":-1e999}}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details.map((d: { path: string }) => d.path)).toEqual(["preferences.n", "preferences.m"]);
+    const fine = await call(app, "PATCH", "/account", {
+      cookie: owner.cookie,
+      rawBody: '{"preferences":{"n":1.7e308}}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(fine.status).toBe(200);
+    const account = await call(app, "GET", "/account", { cookie: owner.cookie });
+    expect(account.body.account.preferences).toEqual({ n: 1.7e308 });
+  });
+
   // A lone surrogate has no UTF-8 encoding: stored, it would come back as U+FFFD, unlike what
   // the request was told. A pair (an emoji) is text like any other.
   it("answers text with an unpaired surrogate, in a value or a key, with 422 naming it", async () => {

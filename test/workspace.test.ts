@@ -1,8 +1,9 @@
 import { createHmac } from "node:crypto";
 import { readdirSync, readlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import path from "node:path";
 import { sql } from "kysely";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   dropWorkspace,
   migrateWorkspace,
@@ -390,6 +391,48 @@ describe("workspace users, files and their events", () => {
       const names = events().map((e) => `${e.channel}:${e.event}`);
       return names.filter((n) => n === "files:uploaded").length === 2 && names.includes("files:deleted");
     });
+  });
+
+  it("keeps a multipart file name sent as raw UTF-8, as browsers and curl send it", async () => {
+    const body =
+      `--b0undary\r\nContent-Disposition: form-data; name="file"; filename="日本 café.txt"\r\n` +
+      "Content-Type: text/plain\r\n\r\nx\r\n--b0undary--\r\n";
+    const uploaded = await fetch(`${app.url}/w/${projectId}/api/files`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "multipart/form-data; boundary=b0undary" },
+      body,
+    });
+    expect(uploaded.status).toBe(201);
+    expect(((await uploaded.json()) as { file: { name: string } }).file.name).toBe("日本 café.txt");
+  });
+
+  it("drops an upload whose client goes away mid-body, raw or multipart: no file, no leftovers, no server error", async () => {
+    const dir = workspaceFilesDir(app.server.deps, projectId);
+    const listed = async () => (await ws("GET", "/files?limit=500", { token: adminToken })).body.files.length;
+    const before = await listed();
+    const errors = vi.spyOn(app.server.deps.log, "error");
+    try {
+      const { port } = new URL(app.url);
+      const multipartHead = '--b0undary\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n';
+      for (const [query, type, start] of [
+        ["?name=cut.bin", "application/octet-stream", ""],
+        ["", "multipart/form-data; boundary=b0undary", multipartHead],
+      ]) {
+        const socket = connect(Number(port), "127.0.0.1");
+        await new Promise((resolve) => socket.once("connect", resolve));
+        socket.write(
+          `POST /w/${projectId}/api/files${query} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminToken}\r\n` +
+            `Content-Type: ${type}\r\nContent-Length: 3000\r\n\r\n${start}${"x".repeat(1000)}`,
+        );
+        await until("the upload to reach the disk", () => readdirSync(dir).some((name) => name.endsWith(".part")));
+        socket.destroy();
+        await until("the cut-off upload to be cleaned up", () => !readdirSync(dir).some((n) => n.endsWith(".part")));
+      }
+      expect(await listed()).toBe(before);
+      expect(errors.mock.calls.filter(([, message]) => message === "unhandled error")).toEqual([]);
+    } finally {
+      errors.mockRestore();
+    }
   });
 
   it("raises no event for a write that fails", async () => {

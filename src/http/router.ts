@@ -13,6 +13,7 @@ export function toFieldIssues(error: z.ZodError, target: string): FieldIssue[] {
 
 const NUL_MESSAGE = "must not contain the NUL character (U+0000)";
 const SURROGATE_MESSAGE = "must be well-formed Unicode: an unpaired surrogate (U+D800–U+DFFF) cannot be stored";
+const NUMBER_RANGE_MESSAGE = "must be a number within the range of a double (±1.8e308): it would be stored as null";
 /** A UTF-16 surrogate without its pair: UTF-8, which both databases store, has no encoding for it. */
 const LONE_SURROGATE = /\p{Cs}/u;
 
@@ -29,11 +30,16 @@ export const MAX_JSON_DEPTH = 64;
  * Where `value` holds text neither database stores as given, in a string or a key: U+0000
  * (PostgreSQL's text cannot hold it, so neither database takes it: the same input must not
  * succeed on one and fail on the other) or an unpaired surrogate (it would come back as U+FFFD);
- * and where it nests deeper than MAX_JSON_DEPTH (which would overflow the stack of whatever walks
+ * a number too large for a double (it would come back as null); and where it nests deeper than MAX_JSON_DEPTH (which would overflow the stack of whatever walks
  * it next).
  */
 function inputIssues(value: unknown, path: readonly string[], target: string, issues: FieldIssue[]): void {
   const at = (keys: readonly string[]) => (keys.length > 0 ? keys.join(".") : target === "json" ? "body" : target);
+  if (typeof value === "number") {
+    // JSON.parse reads a number beyond double range (1e400) as Infinity, which JSON writes as null.
+    if (!Number.isFinite(value)) issues.push({ path: at(path), message: NUMBER_RANGE_MESSAGE });
+    return;
+  }
   if (typeof value === "string") {
     const issue = textIssue(value);
     if (issue) issues.push({ path: at(path), message: issue });

@@ -67,7 +67,12 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
   if (upload.contentType?.toLowerCase().startsWith("multipart/form-data")) {
     let busboy: Busboy.Busboy;
     try {
-      busboy = Busboy({ headers: { "content-type": upload.contentType }, limits: { files: 1, fileSize: limit + 1 } });
+      busboy = Busboy({
+        headers: { "content-type": upload.contentType },
+        limits: { files: 1, fileSize: limit + 1 },
+        // Browsers and curl send a file name as raw UTF-8 (busboy would read it as Latin-1).
+        defParamCharset: "utf8",
+      });
     } catch (error) {
       // A multipart type without a boundary, for one: busboy refuses it before reading a byte.
       throw new BadRequestError(`malformed multipart body: ${error instanceof Error ? error.message : String(error)}`);
@@ -102,15 +107,30 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
           reject(new ValidationError([{ path: "file", message: "a multipart field named 'file' is required" }]));
       });
     });
-    upload.body.pipe(busboy);
-    const meta = await received;
+    // A body that stops short (the client went away) fails the upload instead of leaving it waiting.
+    const fed = pipeline(upload.body, busboy);
+    const meta = await Promise.all([received, fed]).then(([found]) => found, asCutOff(upload));
     return { ...meta, size: counted.bytes };
   }
   if (!upload.name) {
     throw new ValidationError([{ path: "name", message: "a raw upload needs ?name=<file name>" }]);
   }
-  await pipeline(upload.body, byteLimit(limit, counted), createWriteStream(tempPath));
+  await pipeline(upload.body, byteLimit(limit, counted), createWriteStream(tempPath)).catch(asCutOff(upload));
   return { name: upload.name, contentType: upload.contentType || "application/octet-stream", size: counted.bytes };
+}
+
+/**
+ * An upload whose body ended before it was whole (the client closed the connection) is the
+ * client's doing, a 400 nobody will read, not a server error; any other failure stays as it is.
+ */
+function asCutOff(upload: Upload) {
+  return (error: unknown): never => {
+    if (error instanceof AppError) throw error;
+    if (upload.body.readableAborted || (upload.body.errored && !upload.body.readableEnded)) {
+      throw new BadRequestError("the upload ended before its body was complete");
+    }
+    throw error;
+  };
 }
 
 /** Makes `file`'s bytes, then its name in `dir`, durable (fsync of the file, then of the directory). */
