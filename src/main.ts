@@ -9,14 +9,22 @@ const USAGE = `usage: plinth [serve | worker]
 
 Configuration comes from the environment; see README.md.`;
 
+const HELP = new Set(["--help", "-h", "help"]);
+
 async function main(argv: string[]): Promise<void> {
-  const command = argv[0] ?? "serve";
-  if (command === "--help" || command === "-h" || command === "help") {
+  if (argv.some((arg) => HELP.has(arg))) {
     console.log(USAGE);
     return;
   }
+  const [command = "serve", ...rest] = argv;
   if (command !== "serve" && command !== "worker") {
     console.error(`plinth: unknown command '${command}'\n\n${USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  // Nothing is read from the command line but the command: a flag would be ignored, not obeyed.
+  if (rest.length > 0) {
+    console.error(`plinth: '${command}' takes no arguments (got '${rest.join(" ")}')\n\n${USAGE}`);
     process.exitCode = 2;
     return;
   }

@@ -204,6 +204,37 @@ describe("leases", () => {
     expect((await job(id)).attempts).toBe(2);
   });
 
+  it("takes a dead worker's batch jobs back at the kind's capacity, not one single slot at a time", async () => {
+    const past = new Date(Date.now() - 1_000).toISOString();
+    await deps.jobs.enqueue(deps.db, ...Array.from({ length: 30 }, (_, n) => ({ kind: "test.batch", payload: { n } })));
+    await deps.db
+      .updateTable("jobs")
+      .set({ status: "running", attempts: 1, locked_by: "wrk_dead", lease_until: past })
+      .execute();
+    const ran = new Set<number>();
+    // One single slot, and no poll after the first look: all 30 must come back in that look.
+    const worker = new Worker(
+      deps,
+      {
+        "test.batch": {
+          batchSize: 64,
+          maxInFlight: 64,
+          async handleBatch(runs) {
+            for (const { payload } of runs) ran.add(Number(payload.n));
+            return runs.map(async () => ({ error: null }));
+          },
+        },
+      },
+      { concurrency: 1, pollMs: 60_000 },
+    );
+    workers.push(worker);
+    await worker.start();
+    await until(() => ran.size === 30, 3_000);
+    const settled = await deps.db.selectFrom("jobs").select(["status", "attempts"]).execute();
+    expect(settled).toHaveLength(30);
+    for (const row of settled) expect(row).toEqual({ status: "succeeded", attempts: 2 });
+  });
+
   it("leaves a job alone while its lease is live", async () => {
     const future = new Date(Date.now() + 60_000).toISOString();
     await deps.jobs.enqueue(deps.db, { kind: "test.record", payload: {} });

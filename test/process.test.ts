@@ -129,6 +129,19 @@ describe("the plinth process", () => {
     expect(await plinth.exited).toBe(0);
   });
 
+  it("prints its usage for --help wherever it stands, and refuses what it does not read", async () => {
+    for (const args of [["--help"], ["serve", "--help"], ["worker", "-h"]]) {
+      const plinth = runPlinth({ PORT: "not-a-port" }, args);
+      expect(await plinth.exited, args.join(" ")).toBe(0);
+      expect(plinth.output()).toContain("usage: plinth");
+    }
+    for (const args of [["bogus"], ["worker", "--bogus-flag"], ["serve", "extra"]]) {
+      const plinth = runPlinth({ PORT: "not-a-port" }, args);
+      expect(await plinth.exited, args.join(" ")).toBe(2);
+      expect(plinth.output()).toContain("usage: plinth");
+    }
+  });
+
   it("refuses a bad configuration value, naming the variable", async () => {
     const plinth = runPlinth({ PORT: "not-a-port" });
     expect(await plinth.exited).toBe(1);

@@ -1,5 +1,5 @@
 import { type Migration, type MigrationProvider, Migrator, sql } from "kysely";
-import type { DatabaseHandle, Dialect } from "./database.ts";
+import { type DatabaseHandle, type Dialect, isUniqueViolation } from "./database.ts";
 import { foundation } from "./migrations/0001-foundation.ts";
 import { jobs } from "./migrations/0002-jobs.ts";
 import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
@@ -37,7 +37,11 @@ class StaticMigrationProvider implements MigrationProvider {
  */
 export async function migrateToLatest(handle: DatabaseHandle, schema?: string): Promise<void> {
   if (handle.dialect === "postgres" && schema) {
-    await sql`create schema if not exists ${sql.id(schema)}`.execute(handle.db);
+    // "if not exists" is not safe against a concurrent create: processes starting together on a
+    // new schema can lose that race (a unique violation on pg_namespace), with the schema made.
+    await sql`create schema if not exists ${sql.id(schema)}`.execute(handle.db).catch((error: unknown) => {
+      if (!isUniqueViolation(error)) throw error;
+    });
   }
   const migrator = new Migrator({
     db: handle.db,

@@ -362,6 +362,15 @@ export class Worker implements LocalTaker {
       // Each batchable kind, then the other known kinds, by the (status, kind, run_at) index.
       for (const [kind, limit] of wants) {
         const rows = await due(limit).where("kind", "=", kind).execute();
+        // On a full look, room left goes to this kind's jobs whose lease lapsed (a worker that
+        // died mid-batch leaves hundreds), at the kind's own capacity, not the single slots'.
+        if (fullLook && rows.length < limit) {
+          rows.push(
+            ...(await claimable("running", "lease_until", limit - rows.length)
+              .where("kind", "=", kind)
+              .execute()),
+          );
+        }
         // A full claim may have left more behind: look at this kind again next time.
         if (rows.length === limit) {
           full = true;
@@ -376,9 +385,11 @@ export class Worker implements LocalTaker {
         if (slots === 0) for (const kind of this.singleKinds) this.hinted.add(kind);
         candidates.push(...rows);
       }
-      // Jobs whose lease lapsed: among the running ones, few (those in flight).
+      // Other jobs whose lease lapsed: among the running ones, few (those in flight).
       if (fullLook && slots > 0) {
-        const rows = await claimable("running", "lease_until", slots).execute();
+        let lapsed = claimable("running", "lease_until", slots);
+        if (this.batchKinds.size > 0) lapsed = lapsed.where("kind", "not in", [...this.batchKinds.keys()]);
+        const rows = await lapsed.execute();
         slots -= rows.length;
         candidates.push(...rows);
       }
