@@ -126,7 +126,7 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
 function asCutOff(upload: Upload) {
   return (error: unknown): never => {
     if (error instanceof AppError) throw error;
-    if (upload.body.readableAborted || (upload.body.errored && !upload.body.readableEnded)) {
+    if (upload.body.readableAborted) {
       throw new BadRequestError("the upload ended before its body was complete");
     }
     throw error;
