@@ -230,6 +230,11 @@ describe("leases", () => {
     workers.push(worker);
     await worker.start();
     await until(() => ran.size === 30, 3_000);
+    // Their outcomes are written by the next group commit, a moment after the handler returns.
+    await until(async () => {
+      const rows = await deps.db.selectFrom("jobs").select("status").execute();
+      return rows.every((row) => row.status === "succeeded");
+    });
     const settled = await deps.db.selectFrom("jobs").select(["status", "attempts"]).execute();
     expect(settled).toHaveLength(30);
     for (const row of settled) expect(row).toEqual({ status: "succeeded", attempts: 2 });
