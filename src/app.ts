@@ -18,7 +18,7 @@ import { projectRoutes } from "./domains/projects/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
-import { limitRequestBody } from "./http/body-limit.ts";
+import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
@@ -229,7 +229,12 @@ function renderError(error: Error, c: Context<AppEnv>, deps: Deps): Response {
     const status = (error.status === 415 ? 400 : error.status) as ContentfulStatusCode;
     const code = HTTP_EXCEPTION_CODES[status];
     if (code) {
-      const message = error.status === 415 ? "request body must be application/json" : error.message.toLowerCase();
+      const message =
+        error.status === 415
+          ? "request body must be application/json"
+          : bodyWasNotUtf8(c)
+            ? "malformed JSON in request body: it is not valid UTF-8"
+            : error.message.toLowerCase();
       return c.json(errorBody(code, message || "malformed request"), status);
     }
   }

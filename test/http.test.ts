@@ -67,6 +67,39 @@ describe("error envelope", () => {
     expectEnvelope(res.body, "BAD_REQUEST");
   });
 
+  it("answers a JSON body that is not valid UTF-8 with 400, sized or chunked, and changes nothing", async () => {
+    const before = await call(app, "GET", "/account", { cookie: owner.cookie });
+    // "Ren\xe9": Latin-1, not UTF-8; decoding it would have stored U+FFFD instead.
+    const bytes = Buffer.concat([Buffer.from('{"name":"Ren'), Buffer.from([0xe9]), Buffer.from('"}')]);
+    const chunked = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(bytes);
+        controller.close();
+      },
+    });
+    for (const body of [bytes, chunked]) {
+      const res = await fetch(`${app.url}/api/account`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json; charset=utf-8", cookie: owner.cookie },
+        body,
+        duplex: "half",
+      } as RequestInit);
+      expect(res.status).toBe(400);
+      const envelope = (await res.json()) as { error: { message: string } };
+      expectEnvelope(envelope, "BAD_REQUEST");
+      expect(envelope.error.message).toMatch(/UTF-8/);
+    }
+    expect((await call(app, "GET", "/account", { cookie: owner.cookie })).body).toEqual(before.body);
+    // Like any malformed body, it comes after the guards: to a caller outside the org, it is 404.
+    const outsider = await signUp(app);
+    const res = await fetch(`${app.url}/api/org/${slug}`, {
+      method: "PATCH",
+      headers: { "content-type": "application/json", cookie: outsider.cookie },
+      body: bytes,
+    });
+    expect(res.status).toBe(404);
+  });
+
   it("answers a body that is not JSON with 400 BAD_REQUEST", async () => {
     const res = await call(app, "POST", "/org", {
       cookie: owner.cookie,

@@ -141,6 +141,18 @@ describe("workspace runtime", () => {
     expect(verifyWebhook({ secret: "wrong", body: delivery.body, headers: delivery.headers })).toBe(false);
   });
 
+  it("refuses an item whose JSON is not valid UTF-8 with 400, and stores nothing", async () => {
+    expect((await ws("POST", "/collections", { token: adminToken, body: { slug: "latin1" } })).status).toBe(201);
+    const res = await fetch(`${app.url}/w/${projectId}/api/items/latin1`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+    expect((await ws("GET", "/items/latin1", { token: adminToken })).body.items).toEqual([]);
+  });
+
   it("lets an org API key act as the workspace admin, and refuses another org's key", async () => {
     const key = await createApiKey(app, owner, slug, "full");
     expect((await ws("GET", "/collections", { token: key.token })).status).toBe(200);

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "./errors.ts";
+import { JSON_MEDIA_TYPE } from "./router.ts";
 
 /** Largest request body, except workspace file uploads (MAX_FILE_BYTES). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -16,9 +17,42 @@ function tooLarge(c: Context): never {
 
 const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+/** Requests whose JSON body turned out not to be UTF-8, so that their 400 can say so. */
+const notUtf8 = new WeakSet<object>();
+
+/** Whether the request's JSON body was refused for not being UTF-8. */
+export function bodyWasNotUtf8(c: Context): boolean {
+  return notUtf8.has(c.req);
+}
+
 /**
- * Refuses a request body over MAX_BODY_BYTES with 413. Called by the API's and the workspace
- * API's middleware after rate limiting, so a 413 is counted and carries the RateLimit headers.
+ * A JSON body must be UTF-8 (RFC 8259): decoding it leniently would turn each invalid byte into
+ * U+FFFD and store something other than what was sent. The text Hono parses JSON from (its body
+ * cache) is decoded strictly instead, so such a body is malformed JSON, a 400 raised where the
+ * body is read: after the guards that refuse a caller whatever the body holds.
+ */
+function decodeJsonStrictly(c: Context): void {
+  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
+  if (!JSON_MEDIA_TYPE.test(mediaType)) return;
+  const text = c.req.raw.arrayBuffer().then((bytes) => {
+    try {
+      return strictUtf8.decode(bytes);
+    } catch (error) {
+      notUtf8.add(c.req);
+      throw error;
+    }
+  });
+  // Refused when read; a body nobody reads (a caller refused first) refuses nothing.
+  text.catch(() => {});
+  // Hono types its body cache as the values, but keeps (and awaits) the promises.
+  (c.req.bodyCache as { text?: Promise<string> }).text = text;
+}
+
+/**
+ * Refuses a request body over MAX_BODY_BYTES with 413, and has a JSON body decoded strictly.
+ * Called by the API's and the workspace API's middleware after rate limiting, so a 413 is
+ * counted and carries the RateLimit headers.
  *
  * Reads carry no body; skipping them keeps the request from being materialised for nothing. A
  * body framed by Content-Length cannot outgrow it (Node's parser enforces the framing), so the
@@ -29,7 +63,12 @@ export function limitRequestBody<C extends Context>(c: C, next: () => Promise<vo
   if (BODYLESS_METHODS.has(c.req.method) || FILE_UPLOAD.test(c.req.path)) return next();
   const length = c.req.header("content-length");
   if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
-    return Number(length) > MAX_BODY_BYTES ? tooLarge(c) : next();
+    if (Number(length) > MAX_BODY_BYTES) tooLarge(c);
+    decodeJsonStrictly(c);
+    return next();
   }
-  return limitBody(c, next);
+  return limitBody(c, () => {
+    decodeJsonStrictly(c);
+    return next();
+  });
 }

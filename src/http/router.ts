@@ -94,7 +94,7 @@ export function createRouter<E extends AppEnv = AppEnv>() {
 }
 
 /** Hono's validator parses a body of these media types; any other body is validated as `{}`. */
-const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
+export const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
 
 /** The JSON body as sent (Hono keeps its parse); a body Hono did not parse is what was validated. */
 async function jsonAsSent(c: Context, validated: unknown): Promise<unknown> {
