@@ -362,6 +362,67 @@ describe("integrations", () => {
     expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
   });
 
+  it("keeps a masked secret only while its destination stays: a new apiUrl or site needs the secrets again", async () => {
+    const created = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: {
+        kind: "github",
+        config: { repo: "acme/app", token: "ghp-kept-secret-0001", apiUrl: "https://github.example.com/api" },
+      },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.integration.id;
+    const read = created.body.integration.config;
+    const patch = (config: Record<string, unknown>) =>
+      call(app, "PATCH", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie, body: { config } });
+
+    // Another address with the token kept masked: refused, naming the token, and nothing changes.
+    const moved = await patch({ ...read, apiUrl: "https://elsewhere.example.com/api" });
+    expect(moved.status).toBe(422);
+    expect(moved.body.error.details).toEqual([
+      { path: "config.token", message: expect.stringContaining("config.apiUrl") },
+    ]);
+    const stored = async () =>
+      JSON.parse(
+        (
+          await app.server.deps.db
+            .selectFrom("integrations")
+            .select("config")
+            .where("id", "=", id)
+            .executeTakeFirstOrThrow()
+        ).config,
+      );
+    expect(await stored()).toMatchObject({ token: "ghp-kept-secret-0001", apiUrl: "https://github.example.com/api" });
+    // Dropping apiUrl (back to the provider's own) is a new address too.
+    const { apiUrl: _apiUrl, ...withoutUrl } = read;
+    expect((await patch(withoutUrl)).status).toBe(422);
+
+    // The same address keeps the masked token; a new address with the token sent again is fine.
+    expect((await patch({ ...read, repo: "acme/other" })).status).toBe(200);
+    expect(await stored()).toMatchObject({ repo: "acme/other", token: "ghp-kept-secret-0001" });
+    const resent = await patch({ ...read, token: "ghp-new-secret-0002", apiUrl: "https://elsewhere.example.com/api" });
+    expect(resent.status, JSON.stringify(resent.body)).toBe(200);
+    expect(await stored()).toMatchObject({ token: "ghp-new-secret-0002", apiUrl: "https://elsewhere.example.com/api" });
+
+    // A Datadog site decides where its key goes, like apiUrl.
+    const datadog = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: { kind: "datadog", config: { apiKey: "dd-kept-key-0003", site: "datadoghq.eu" } },
+    });
+    expect(datadog.status, JSON.stringify(datadog.body)).toBe(201);
+    const ddSite = await call(app, "PATCH", `/org/${slug}/integrations/${datadog.body.integration.id}`, {
+      cookie: owner.cookie,
+      body: { config: { ...datadog.body.integration.config, site: "us5.datadoghq.com" } },
+    });
+    expect(ddSite.status).toBe(422);
+    expect(ddSite.body.error.details[0].path).toBe("config.apiKey");
+    for (const created of [id, datadog.body.integration.id]) {
+      expect((await call(app, "DELETE", `/org/${slug}/integrations/${created}`, { cookie: owner.cookie })).status).toBe(
+        204,
+      );
+    }
+  });
+
   it("20 deletes of one integration at once: one 204, the rest 404, one audit row; a PATCH after it is 404", async () => {
     const created = await call(app, "POST", `/org/${slug}/integrations`, {
       cookie: owner.cookie,

@@ -5,10 +5,13 @@ export type IntegrationKind = (typeof INTEGRATION_KINDS)[number];
 
 const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);
 
-/** What each provider needs in `config`; the named secret fields are never returned. */
+/**
+ * What each provider needs in `config`; the named secret fields are never returned. `destination`
+ * names the fields that decide where the secrets are sent: changing one needs the secrets again.
+ */
 export const PROVIDER_CONFIG = {
-  slack: { schema: z.object({ webhookUrl: httpUrl }).loose(), secrets: ["webhookUrl"] },
-  discord: { schema: z.object({ webhookUrl: httpUrl }).loose(), secrets: ["webhookUrl"] },
+  slack: { schema: z.object({ webhookUrl: httpUrl }).loose(), secrets: ["webhookUrl"], destination: [] },
+  discord: { schema: z.object({ webhookUrl: httpUrl }).loose(), secrets: ["webhookUrl"], destination: [] },
   datadog: {
     schema: z
       .object({
@@ -21,6 +24,7 @@ export const PROVIDER_CONFIG = {
       })
       .loose(),
     secrets: ["apiKey"],
+    destination: ["site", "apiUrl"],
   },
   github: {
     schema: z
@@ -31,8 +35,12 @@ export const PROVIDER_CONFIG = {
       })
       .loose(),
     secrets: ["token"],
+    destination: ["apiUrl"],
   },
-} as const satisfies Record<IntegrationKind, { schema: z.ZodType; secrets: readonly string[] }>;
+} as const satisfies Record<
+  IntegrationKind,
+  { schema: z.ZodType; secrets: readonly string[]; destination: readonly string[] }
+>;
 
 export interface OrgEvent {
   event: string;

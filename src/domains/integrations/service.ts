@@ -117,6 +117,39 @@ export function toIntegration(row: IntegrationRow) {
   };
 }
 
+/** Where `value` holds a masked secret (as read), as `config.…` paths. */
+function maskedPaths(value: unknown, path: string, found: string[] = []): string[] {
+  if (isMasked(value)) found.push(path);
+  else if (Array.isArray(value)) value.forEach((entry, i) => maskedPaths(entry, `${path}.${i}`, found));
+  else if (typeof value === "object" && value !== null) {
+    for (const [key, entry] of Object.entries(value)) maskedPaths(entry, `${path}.${key}`, found);
+  }
+  return found;
+}
+
+/**
+ * A secret kept by sending it back masked may not follow a change of where the secrets go
+ * (`apiUrl`, a Datadog `site`): whoever can edit the integration could otherwise send a
+ * credential they never saw to an address of their choosing. Such a change needs them again.
+ */
+function assertSecretsResent(
+  kind: IntegrationKind,
+  sent: unknown,
+  stored: Record<string, unknown>,
+  next: Record<string, unknown>,
+) {
+  const moved = PROVIDER_CONFIG[kind].destination.filter(
+    (key: string) => JSON.stringify(stored[key] ?? null) !== JSON.stringify(next[key] ?? null),
+  );
+  if (moved.length === 0) return;
+  const kept = maskedPaths(sent, "config");
+  if (kept.length === 0) return;
+  const where = moved.map((key: string) => `config.${key}`).join(" and ");
+  throw new ValidationError(
+    kept.map((path) => ({ path, message: `must be sent again, not masked, when ${where} changes` })),
+  );
+}
+
 /** Checks `config` against what the provider needs (422 naming `config.<field>`), URLs included. */
 async function validConfig(ctx: OrgCtx, kind: IntegrationKind, config: Record<string, unknown>) {
   const parsed = PROVIDER_CONFIG[kind].schema.safeParse(config);
@@ -211,8 +244,13 @@ export async function updateIntegration({
     const kind = current.kind as IntegrationKind;
     const stored = fromJsonColumn<Record<string, unknown>>(current.config, {});
     // A secret sent back as read (masked) means "unchanged", so a read-modify-write keeps it.
-    const config = unmasked(input.config, stored, secretKeyOf(kind)) as Record<string, unknown>;
-    changes.config = toJsonColumn(await validConfig(ctx, kind, config)) ?? "{}";
+    const config = await validConfig(
+      ctx,
+      kind,
+      unmasked(input.config, stored, secretKeyOf(kind)) as Record<string, unknown>,
+    );
+    assertSecretsResent(kind, input.config, stored, config);
+    changes.config = toJsonColumn(config) ?? "{}";
   }
   if (input.events !== undefined) {
     changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;
