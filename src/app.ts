@@ -22,10 +22,10 @@ import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
 import { identifyCaller } from "./http/identify.ts";
-import { requirePrincipal } from "./http/principal.ts";
+import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
-import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
+import { createRouter, errorResponses, jsonContent, sessionOnly, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
@@ -90,7 +90,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
 
-  const isSecured = securedOperations(api);
+  const operationAdmits = operationAdmitsOf(api);
   const limits = { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute };
   const trustedOrigin = new URL(config.publicUrl).origin;
   const sessionCookie = `${config.cookiePrefix}.session_token`;
@@ -107,8 +107,11 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     if (limiting) await limiting;
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
+    const admits = operationAdmits(c.req.method, c.req.path);
+    if (admits !== "anyone") requirePrincipal(c);
+    // So does the refusal of an API key where only a signed-in account may act.
+    if (admits === "account") requireAccount(c);
     const principal = c.get("principal");
-    if (!principal && isSecured(c.req.method, c.req.path)) requirePrincipal(c);
     // Likewise authorization, where it needs nothing but the request: a read-only key writing
     // to its own org is 403 whatever the body (to another org it is 404, found out later).
     if (principal?.type === "api_key" && principal.scope === "read-only" && !READ_METHODS.has(c.req.method)) {
@@ -192,22 +195,26 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   return app;
 }
 
+/** Who an operation admits, from its declared `security`. */
+type Admits = "anyone" | "caller" | "account";
+
 /**
- * Which requests need a caller, read from the operations' declared `security`, so the
- * OpenAPI document and the enforcement cannot disagree. Compiled on first use, once every
- * route is registered.
+ * Whom each request's operation admits, read from the operations' declared `security`, so the
+ * OpenAPI document and the enforcement cannot disagree: anyone, any caller, or a signed-in
+ * account only (`sessionOnly`). Compiled on first use, once every route is registered.
  */
-function securedOperations(api: ReturnType<typeof createRouter>) {
-  let secured: { method: string; pattern: RegExp }[] | undefined;
-  return (method: string, path: string): boolean => {
-    secured ??= api.openAPIRegistry.definitions.flatMap((definition) => {
+function operationAdmitsOf(api: ReturnType<typeof createRouter>) {
+  let operations: { method: string; pattern: RegExp; admits: Admits }[] | undefined;
+  return (method: string, path: string): Admits => {
+    operations ??= api.openAPIRegistry.definitions.flatMap((definition) => {
       if (definition.type !== "route") return [];
       const requirements = definition.route.security ?? [];
       if (requirements.length === 0 || requirements.some((r) => Object.keys(r).length === 0)) return [];
       const pattern = new RegExp(`^/api${definition.route.path.replace(/\{[^/]+\}/g, "[^/]+")}$`);
-      return [{ method: definition.route.method.toUpperCase(), pattern }];
+      const admits: Admits = requirements === sessionOnly ? "account" : "caller";
+      return [{ method: definition.route.method.toUpperCase(), pattern, admits }];
     });
-    return secured.some((op) => op.method === method && op.pattern.test(path));
+    return operations.find((op) => op.method === method && op.pattern.test(path))?.admits ?? "anyone";
   };
 }
 

@@ -135,6 +135,22 @@ describe("authorization before validation", () => {
     expect(await answer("owner")).toBe(422);
   });
 
+  it.each([
+    { method: "POST", path: "/org", body: {} },
+    { method: "PATCH", path: "/account", body: { name: 5 } },
+    { method: "POST", path: "/invitations/accept", body: {} },
+    { method: "POST", path: "/auth/sign-out", body: undefined },
+  ])(
+    "$method $path, for a signed-in account only: an API key is 403 whatever the body",
+    async ({ method, path, body }) => {
+      const res = await call(app, method, path, { ...callers.deploy, body });
+      expect(res.status).toBe(403);
+      expect(res.body.error.code).toBe("FORBIDDEN");
+      // A signed-in account gets past it (a fresh one: signing out must not end a session others use).
+      expect((await call(app, method, path, { cookie: (await signUp(app)).cookie, body })).status).not.toBe(403);
+    },
+  );
+
   it("lets a caller who may perform the operation hear what the input lacks", async () => {
     const res = await call(app, "POST", `/org/${slug}/projects`, { ...callers.developer, body: { name: 5 } });
     expect(res.status).toBe(422);
