@@ -215,6 +215,9 @@ describe("POST /auth/sign-in/email, GET /auth/get-session, POST /auth/sign-out",
     expect(res.status).toBe(200);
     expect(Object.keys(res.body).sort()).toEqual(["session", "user"]);
     expect(res.body.session.userId).toBe(user.accountId);
+    // The cookie's secret is never read back.
+    expect(res.body.session).not.toHaveProperty("token");
+    expect(JSON.stringify(res.body)).not.toContain(decodeURIComponent(user.cookie.split("=")[1] ?? "").split(".")[0]);
     expectAuthUser(res.body.user, user.email, "Grace Hopper");
     expect(res.body.user.id).toBe(user.accountId);
 

@@ -40,6 +40,7 @@ const SignInInput = z
 const SignedInResponse = z.object({
   token: z.string().nullable(),
   user: AuthUserSchema,
+  redirect: z.boolean().optional(),
 });
 
 const sessionCookieHeader = {
@@ -122,6 +123,7 @@ async function forward(
   auth: Auth,
   body?: unknown,
   taken?: () => Promise<boolean>,
+  reshape?: (answer: string) => string,
 ): Promise<Response> {
   const headers = new Headers(c.req.raw.headers);
   headers.delete("content-length");
@@ -138,7 +140,8 @@ async function forward(
   if (cookies.length > 0) passHeaders["Set-Cookie"] = cookies;
   if (response.ok) {
     passHeaders["Content-Type"] = "application/json";
-    return c.body(await response.text(), response.status as ContentfulStatusCode, passHeaders);
+    const answer = await response.text();
+    return c.body(reshape ? reshape(answer) : answer, response.status as ContentfulStatusCode, passHeaders);
   }
   const problem = (await response.json().catch(() => ({}))) as { code?: string; message?: string };
   const exists =
@@ -170,5 +173,15 @@ export function authRoutes(deps: Deps, auth: Auth) {
     })
     .openapi(signInRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
     .openapi(signOutRoute, (c) => forward(c, auth, {}) as never)
-    .openapi(getSessionRoute, (c) => forward(c, auth) as never);
+    .openapi(getSessionRoute, (c) => forward(c, auth, undefined, undefined, withoutSessionToken) as never);
+}
+
+/**
+ * The session as better-auth reads it, less its token: that is the cookie's secret, which
+ * HttpOnly keeps from the page's scripts, and no read hands a secret back after it is issued.
+ */
+function withoutSessionToken(answer: string): string {
+  const read = JSON.parse(answer) as { session?: Record<string, unknown> } | null;
+  if (read?.session) delete read.session.token;
+  return JSON.stringify(read);
 }
