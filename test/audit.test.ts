@@ -247,6 +247,31 @@ describe("rows written by mutations", () => {
   });
 });
 
+describe("a PATCH that changes nothing", () => {
+  it("answers 200 with the record and writes no row, for the org, a webhook and an integration", async () => {
+    const { owner, slug } = await ownerWithOrg("Empty Patch Org");
+    const hook = await call(app, "POST", `/org/${slug}/webhooks`, {
+      cookie: owner.cookie,
+      body: { url: "https://hooks.example.com/empty", events: ["*"] },
+    });
+    const integration = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: { kind: "slack", config: { webhookUrl: "https://hooks.example.com/slack/empty" } },
+    });
+    expect([hook.status, integration.status]).toEqual([201, 201]);
+    const before = await events({ cookie: owner.cookie }, slug, { limit: "500" });
+    for (const path of [
+      `/org/${slug}`,
+      `/org/${slug}/webhooks/${hook.body.webhook.id}`,
+      `/org/${slug}/integrations/${integration.body.integration.id}`,
+    ]) {
+      const res = await call(app, "PATCH", path, { cookie: owner.cookie, body: {} });
+      expect(res.status, path).toBe(200);
+    }
+    expect(await events({ cookie: owner.cookie }, slug, { limit: "500" })).toEqual(before);
+  });
+});
+
 describe("secrets", () => {
   it("never shows the API key token, the invitation token or the webhook secret", async () => {
     const { owner, slug } = await ownerWithOrg("Secretive Org");

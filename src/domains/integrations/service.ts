@@ -239,6 +239,8 @@ export async function updateIntegration({
 }) {
   authorize(ctx, "integrations:manage");
   const current = await findIntegration(ctx, id);
+  // Nothing to change (`{}`): nothing is written or audited, as for the org and its projects.
+  if (input.config === undefined && input.events === undefined) return { integration: toIntegration(current) };
   const changes: Partial<IntegrationRow> = {};
   if (input.config !== undefined) {
     const kind = current.kind as IntegrationKind;

@@ -125,7 +125,9 @@ export async function updateWebhook({
   input: z.infer<typeof UpdateWebhookInput>;
 }) {
   authorize(ctx, "webhooks:manage");
-  await findOrgWebhook(ctx, id);
+  const found = await findOrgWebhook(ctx, id);
+  // Nothing to change (`{}`): nothing is written or audited, as for the org and its projects.
+  if (Object.values(input).every((value) => value === undefined)) return { webhook: toWebhook(found) };
   if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
   const updated = await inOrgTransaction(ctx, async (trx) => {
     // As it is now: a delete that committed meanwhile makes this a 404, and of concurrent
