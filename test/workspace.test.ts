@@ -153,6 +153,25 @@ describe("workspace runtime", () => {
     expect((await ws("GET", "/items/latin1", { token: adminToken })).body.items).toEqual([]);
   });
 
+  it("lets anyone sign up and in while holding a console session that is no workspace admin", async () => {
+    // The browser sends the console's cookie to /w/… on its own: another org's account, or a
+    // viewer of this one, is just another visitor to the workspace's public operations.
+    const stranger = await signUp(app);
+    await createOrg(app, stranger, "Visitor Org");
+    const account = { email: "visitor@example.test", password: "long-enough-pw" };
+    const asStranger = (path: string) =>
+      fetch(`${app.url}/w/${projectId}/api${path}`, {
+        method: "POST",
+        headers: { cookie: stranger.cookie, "content-type": "application/json" },
+        body: JSON.stringify(account),
+      });
+    expect((await asStranger("/auth/sign-up")).status).toBe(201);
+    expect((await asStranger("/auth/sign-in")).status).toBe(200);
+    // Elsewhere the cookie still says who it is: not this project's (404).
+    const read = await fetch(`${app.url}/w/${projectId}/api/collections`, { headers: { cookie: stranger.cookie } });
+    expect(read.status).toBe(404);
+  });
+
   it("lets an org API key act as the workspace admin, and refuses another org's key", async () => {
     const key = await createApiKey(app, owner, slug, "full");
     expect((await ws("GET", "/collections", { token: key.token })).status).toBe(200);
@@ -264,6 +283,11 @@ describe("workspace runtime", () => {
   });
 
   it("answers 409 while the project is paused", async () => {
+    const signedUp = await ws("POST", "/auth/sign-up", {
+      body: { email: "paused-user@example.test", password: "long-enough-pw" },
+    });
+    expect(signedUp.status).toBe(201);
+    const pausedUserToken: string = signedUp.body.token;
     expect((await call(app, "POST", `/org/${slug}/projects/shop/pause`, { cookie: owner.cookie })).status).toBe(200);
     expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(409);
     // Only a caller the project would answer learns it is paused; the rest hear what they would anyway.
@@ -273,6 +297,12 @@ describe("workspace runtime", () => {
     const strangers = await createOrg(app, stranger, "Stranger Org");
     const strangerKey = await createApiKey(app, stranger, strangers.slug, "full");
     expect((await ws("GET", "/collections", { token: strangerKey.token })).status).toBe(404);
+    // A caller the operation refuses hears 403, as while the project is active: a workspace
+    // user on an admin operation, a read-only key on a write.
+    const readOnly = await createApiKey(app, owner, slug, "read-only");
+    expect((await ws("POST", "/items/posts", { token: readOnly.token, body: { a: 1 } })).status).toBe(403);
+    expect((await ws("GET", "/webhooks", { token: pausedUserToken })).status).toBe(403);
+    expect((await ws("GET", "/items/posts", { token: pausedUserToken })).status).toBe(409);
     // Signing up is open to anyone, and answers that the project is paused.
     expect(
       (await ws("POST", "/auth/sign-up", { body: { email: "p@example.test", password: "long-enough-pw" } })).status,

@@ -80,32 +80,49 @@ function readLiveProject(deps: Deps, projectId: string): Promise<WorkspaceProjec
   return read;
 }
 
+/** A workspace request once its project and caller are known, before the project's state is. */
+export interface WorkspaceVisit {
+  project: WorkspaceProject;
+  caller: WorkspaceCaller;
+  /** The workspace database, when the project has one (none before provisioning made it). */
+  found: WorkspaceDb | null;
+}
+
 /**
- * Resolves the project (404 when deleted or unknown) and the caller, then the project's state
- * (409 unless active): who asks comes first, so only a caller the project would answer learns
- * that it is paused. Bad credentials are 401, and so is no credential unless `anonymous` (sign-up
- * and sign-in); a key or session of another org is 404, of the org below admin 403.
+ * Resolves the project (404 when deleted or unknown) and the caller. Bad credentials are 401,
+ * and so is no credential unless `anonymous` (sign-up and sign-in); a key or session of another
+ * org is 404, of the org below admin 403.
  */
-export async function workspaceContext<E extends AppEnv>(
+export async function visitWorkspace<E extends AppEnv>(
   c: Context<E>,
   runtime: WorkspaceRuntime,
   projectId: string,
   anonymous: boolean,
-): Promise<WorkspaceCtx> {
-  const { deps } = runtime;
-  const project = await readLiveProject(deps, projectId);
+): Promise<WorkspaceVisit> {
+  const project = await readLiveProject(runtime.deps, projectId);
   if (!project) throw new NotFoundError("project not found");
-  // None before provisioning has made it; a user token then matches nothing.
   const found = project.status === "active" || project.status === "paused" ? runtime.databases.get(project.id) : null;
-  const caller = await resolveCaller(c, runtime, project, found);
+  const caller = await resolveCaller(c, runtime, project, found, anonymous);
   if (caller.kind === "anonymous" && !anonymous) throw new UnauthorizedError();
+  return { project, caller, found };
+}
+
+/**
+ * The workspace of a visit whose caller may make it (checked first, so that only a caller the
+ * project would answer learns its state): 409 unless the project is active.
+ */
+export function openWorkspace<E extends AppEnv>(
+  c: Context<E>,
+  runtime: WorkspaceRuntime,
+  { project, caller, found }: WorkspaceVisit,
+): WorkspaceCtx {
   if (project.status === "paused") throw new ConflictError("project is paused");
   if (project.status !== "active") throw new ConflictError(`project is ${project.status}`);
   if (!found) throw new NotFoundError("project has no workspace");
   const db = found;
   return {
     runtime,
-    deps,
+    deps: runtime.deps,
     project,
     // Looked up at each use: a request that outlasts its handle's eviction (a slow upload) gets
     // the one now open, never one closed under it.
@@ -117,11 +134,17 @@ export async function workspaceContext<E extends AppEnv>(
   };
 }
 
+/**
+ * Who calls. A console session cookie is sent by the browser on its own, so where anyone may
+ * call (`anonymous`: sign-up, sign-in) one that makes its holder no workspace admin (another
+ * org's, or below admin) is ignored rather than refused.
+ */
 async function resolveCaller<E extends AppEnv>(
   c: Context<E>,
   runtime: WorkspaceRuntime,
   project: WorkspaceProject,
   db: WorkspaceDb | null,
+  anonymous: boolean,
 ): Promise<WorkspaceCaller> {
   const { deps } = runtime;
   const authorization = c.req.header("authorization");
@@ -162,25 +185,25 @@ async function resolveCaller<E extends AppEnv>(
         .where("org_id", "=", project.org_id)
         .where("account_id", "=", session.user.id)
         .executeTakeFirst();
+      const admin = membership !== undefined && hasRole(membership.role as Role, "admin");
+      if (admin) return { kind: "admin", via: "session", id: session.user.id, readOnly: false };
+      if (anonymous) return { kind: "anonymous" };
       if (!membership) throw new NotFoundError("project not found");
-      if (!hasRole(membership.role as Role, "admin")) {
-        throw new ForbiddenError("only the org's admins and owners act as workspace admin");
-      }
-      return { kind: "admin", via: "session", id: session.user.id, readOnly: false };
+      throw new ForbiddenError("only the org's admins and owners act as workspace admin");
     }
   }
   return { kind: "anonymous" };
 }
 
 /** 401 without credentials; 403 for a workspace user, or a read-only key on a write. */
-export function requireAdmin(ctx: WorkspaceCtx, write: boolean): void {
+export function requireAdmin(ctx: Pick<WorkspaceCtx, "caller">, write: boolean): void {
   if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
   if (ctx.caller.kind !== "admin") throw new ForbiddenError("this needs the workspace admin");
   if (write && ctx.caller.readOnly) throw new ForbiddenError("only a 'full' API key may change a workspace");
 }
 
 /** Admins and signed-in workspace users. */
-export function requireMember(ctx: WorkspaceCtx, write: boolean): void {
+export function requireMember(ctx: Pick<WorkspaceCtx, "caller">, write: boolean): void {
   if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
   if (write && ctx.caller.kind === "admin" && ctx.caller.readOnly) {
     throw new ForbiddenError("only a 'full' API key may change a workspace");

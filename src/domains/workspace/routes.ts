@@ -16,7 +16,15 @@ import {
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
-import { requireAdmin, requireMember, type WorkspaceCtx, type WorkspaceRuntime, workspaceContext } from "./access.ts";
+import {
+  openWorkspace,
+  requireAdmin,
+  requireMember,
+  visitWorkspace,
+  type WorkspaceCtx,
+  type WorkspaceRuntime,
+  type WorkspaceVisit,
+} from "./access.ts";
 import { deleteFile, downloadFile, listFiles, uploadFile } from "./files.ts";
 import {
   createHook,
@@ -372,13 +380,12 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
 }
 
 /** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
-function workspaceBucket(ctx: WorkspaceCtx, address: string | null): string {
-  const { caller } = ctx;
-  if (caller.kind === "user") return `ws:${ctx.project.id}:user:${caller.userId}`;
+function workspaceBucket({ caller, project }: WorkspaceVisit, address: string | null): string {
+  if (caller.kind === "user") return `ws:${project.id}:user:${caller.userId}`;
   if (caller.kind === "anonymous") return `ip:${address}`;
   if (caller.via === "api_key") return `key:${caller.id}`;
   if (caller.via === "session") return `account:${caller.id}`;
-  return `ws:${ctx.project.id}:admin`;
+  return `ws:${project.id}:admin`;
 }
 
 export function workspaceRoutes(runtime: WorkspaceRuntime) {
@@ -438,12 +445,14 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
   app.use("*", async (c, next) => {
     const projectId = c.req.param("projectId") as string;
     const address = c.get("clientIp");
-    if (c.req.method === "POST" && ANONYMOUS.test(c.req.path)) {
+    const { method, path } = c.req;
+    const anonymous = ANONYMOUS.test(path);
+    if (method === "POST" && anonymous) {
       await limitRate(c, runtime.limiter, `ws-auth:${projectId}:${address}`, deps.config.authRateLimitPerMinute);
     }
-    let ctx: WorkspaceCtx;
+    let visit: WorkspaceVisit;
     try {
-      ctx = await workspaceContext(c, runtime, projectId, ANONYMOUS.test(c.req.path));
+      visit = await visitWorkspace(c, runtime, projectId, anonymous);
     } catch (error) {
       // Refused before anyone was recognised (bad credentials, no such project): the address's
       // budget pays, so made-up tokens cannot each open a budget of their own.
@@ -452,16 +461,15 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     }
     // Rate-limited per principal, as the console API is: the project's admin token, an org
     // API key or account (their console budget), a workspace user, or the address.
-    await limitRate(c, runtime.limiter, workspaceBucket(ctx, address), deps.config.rateLimitPerMinute);
+    await limitRate(c, runtime.limiter, workspaceBucket(visit, address), deps.config.rateLimitPerMinute);
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
-    // Who may call comes before what was sent: a workspace user hears 403 from an admin
-    // operation, a read-only key from any write, and an anonymous caller 401, whatever the body
-    // (or its size).
-    const { method, path } = c.req;
+    // Who may call comes before what was sent, and before the project's state: a workspace user
+    // hears 403 from an admin operation, a read-only key from any write, and an anonymous caller
+    // 401, whatever the body (or its size) and whether or not the project is paused (409).
     const write = method !== "GET" && method !== "HEAD";
-    if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) requireAdmin(ctx, write);
-    else if (MEMBERS.test(path)) requireMember(ctx, write);
-    c.set("workspace", ctx);
+    if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) requireAdmin(visit, write);
+    else if (MEMBERS.test(path)) requireMember(visit, write);
+    c.set("workspace", openWorkspace(c, runtime, visit));
     await limitRequestBody(c, next);
   });
   return app
