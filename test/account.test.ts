@@ -300,6 +300,13 @@ describe("GET and PATCH /account", () => {
     expect(await getAccount(user.cookie)).toMatchObject({ name, title, timezone });
   });
 
+  it("clears name, title and timezone with null (they read as null)", async () => {
+    expect((await patch({ name: "Set", title: "Set", timezone: "UTC" })).status).toBe(200);
+    const res = await patch({ name: null, title: null, timezone: null });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(await getAccount(user.cookie)).toMatchObject({ name: null, title: null, timezone: null });
+  });
+
   it("refuses name or title of 121 characters and timezone of 61, changing nothing", async () => {
     const before = await getAccount(user.cookie);
     expectValidation(await patch({ name: "n".repeat(121) }), "name");

@@ -434,6 +434,11 @@ describe("action filter", () => {
     expect(await actions("member.invited")).toEqual(["member.invited"]);
   });
 
+  it("matches every action for `*`", async () => {
+    expect(await actions("*")).toEqual((await events({ cookie: owner.cookie }, slug)).map((e) => e.action));
+    expect(await actions("*")).toHaveLength(5);
+  });
+
   it("matches a `prefix.*` pattern", async () => {
     expect(await actions("api_key.*")).toEqual(["api_key.revoked", "api_key.created"]);
     expect(await actions("member.*")).toEqual(["member.invited"]);

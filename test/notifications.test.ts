@@ -282,6 +282,9 @@ describe("notifications", () => {
     expect(unread.map((n) => n.id)).toContain(ownerSecond.id);
     expect(unread.every((n) => !n.read && n.readAt === null)).toBe(true);
     expect((await list(owner, "?unread=false")).map((n) => n.id)).toContain(ownerFirst.id);
+    // 1 and 0 read as true and false.
+    expect(await list(owner, "?unread=1")).toEqual(unread);
+    expect((await list(owner, "?unread=0")).map((n) => n.id)).toContain(ownerFirst.id);
     expect(unread.length).toBe((await list(owner)).filter((n) => !n.read).length);
 
     // Reading it again is fine and keeps the first read time.
@@ -389,7 +392,8 @@ describe("notifications", () => {
       "NOT_FOUND",
     );
     const strangerKey = await createApiKey(app, stranger, theirs.slug, "full");
-    expectError(await call(app, "GET", `/org/${slug}/notifications`, { token: strangerKey.token }), 404, "NOT_FOUND");
+    // A key is refused before any org is looked up (the same answer for every org).
+    expectError(await call(app, "GET", `/org/${slug}/notifications`, { token: strangerKey.token }), 403, "FORBIDDEN");
     expect(await list(stranger, "", theirs.slug)).toEqual([]);
 
     // The owner's second org: its list holds only its own, and reading there touches nothing here.

@@ -808,6 +808,10 @@ describe("projects", () => {
       expect(typeof again.body.reason).toBe("string");
       expect(again.body.reason.length).toBeGreaterThan(0);
 
+      // An empty version is none: the latest.
+      const empty = await upgrade(project.slug, "?version=");
+      expect(empty.body).toMatchObject({ status: "skipped", from: "1.1.0", to: "1.1.0" });
+
       const same = await upgrade(project.slug, "?version=1.1.0");
       expect(same.body).toMatchObject({ status: "skipped", from: "1.1.0", to: "1.1.0" });
       expect(typeof same.body.reason).toBe("string");

@@ -108,6 +108,16 @@ describe("workspace patterns", () => {
 });
 
 describe("workspace runtime", () => {
+  it("answers a project id holding a NUL character with 422 naming it, on both databases", async () => {
+    const res = await fetch(`${app.url}/w/prj_x%00y/api/items/posts`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(res.status).toBe(422);
+    const body = (await res.json()) as { error: { code: string; details: { path: string }[] } };
+    expect(body.error.code).toBe("VALIDATION");
+    expect(body.error.details.map((d) => d.path)).toEqual(["projectId"]);
+  });
+
   it("refuses callers without credentials and unknown tokens", async () => {
     expect((await ws("GET", "/collections")).status).toBe(401);
     expect((await ws("GET", "/collections", { token: "wsa_nope" })).status).toBe(401);
@@ -151,6 +161,17 @@ describe("workspace runtime", () => {
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
     expect((await ws("GET", "/items/latin1", { token: adminToken })).body.items).toEqual([]);
+  });
+
+  it("lists collections by the bytes of their slugs, whatever the database's collation", async () => {
+    const slugs = ["ord_b", "ordb", "ord-b", "ord0", "ord-c", "ord9z"];
+    for (const slug of slugs) {
+      expect((await ws("POST", "/collections", { token: adminToken, body: { slug } })).status).toBe(201);
+    }
+    const listed = (await ws("GET", "/collections", { token: adminToken })).body.collections
+      .map((c: { slug: string }) => c.slug)
+      .filter((slug: string) => slugs.includes(slug));
+    expect(listed).toEqual(["ord-b", "ord-c", "ord0", "ord9z", "ord_b", "ordb"]);
   });
 
   it("lets anyone sign up and in while holding a console session that is no workspace admin", async () => {

@@ -18,7 +18,7 @@ const NUMBER_RANGE_MESSAGE = "must be a number within the range of a double (±1
 const LONE_SURROGATE = /\p{Cs}/u;
 
 /** What is wrong with a string or key as stored text, if anything. */
-function textIssue(text: string): string | undefined {
+export function textIssue(text: string): string | undefined {
   if (text.includes("\0")) return NUL_MESSAGE;
   if (LONE_SURROGATE.test(text)) return SURROGATE_MESSAGE;
   return undefined;

@@ -15,9 +15,10 @@ export const AccountSchema = z
 
 export const UpdateAccountInput = z
   .object({
-    name: z.string().max(120).optional(),
-    title: z.string().max(120).optional(),
-    timezone: z.string().max(60).optional(),
+    // null clears a field (the account reads it as null).
+    name: z.string().max(120).nullable().optional(),
+    title: z.string().max(120).nullable().optional(),
+    timezone: z.string().max(60).nullable().optional(),
     preferences: jsonObject().optional(),
   })
   .openapi("UpdateAccountInput");

@@ -37,7 +37,8 @@ export async function updateAccount({
   input: z.infer<typeof UpdateAccountInput>;
 }): Promise<void> {
   const changes = {
-    ...(input.name !== undefined ? { name: input.name } : {}),
+    // better-auth's name column is not nullable: an empty name reads as null.
+    ...(input.name !== undefined ? { name: input.name ?? "" } : {}),
     ...(input.title !== undefined ? { title: input.title } : {}),
     ...(input.timezone !== undefined ? { timezone: input.timezone } : {}),
     ...(input.preferences !== undefined ? { preferences: toJsonColumn(input.preferences) } : {}),

@@ -137,7 +137,8 @@ function parseCount(value: string, min: number, max: number): number | null {
 }
 
 /**
- * Newest first. `action` matches exactly, or by prefix when it ends in `.*` (`member.*`);
+ * Newest first. `action` matches exactly, or by prefix when it ends in `.*` (`member.*`), or
+ * everything when it is `*`;
  * `from`/`to` bound `createdAt` inclusively.
  */
 export async function listAuditEvents({ ctx, query }: { ctx: OrgCtx; query: AuditQuery }) {
@@ -154,7 +155,8 @@ export async function listAuditEvents({ ctx, query }: { ctx: OrgCtx; query: Audi
   if (issues.length > 0) throw new ValidationError(issues);
 
   let select = ctx.deps.db.selectFrom("audit_events").selectAll().where("org_id", "=", ctx.org.id);
-  if (query.action) {
+  // `*` is every action, as in event patterns.
+  if (query.action && query.action !== "*") {
     if (query.action.endsWith(".*")) {
       const prefix = query.action.slice(0, -1);
       select = select.where(sql<string>`substr(action, 1, ${prefix.length})`, "=", prefix);

@@ -41,7 +41,10 @@ const routes = {
     request: {
       params: SlugParams,
       query: z.object({
-        unread: z.enum(["true", "false"]).optional().openapi({ description: "Only unread ones" }),
+        unread: z
+          .enum(["true", "false", "1", "0"])
+          .optional()
+          .openapi({ description: "Only unread ones (`true` or `1`)" }),
         ...pageQuery(NOTIFICATIONS_LIMIT, NOTIFICATIONS_MAX_LIMIT),
       }),
     },
@@ -75,7 +78,10 @@ export function notificationRoutes(deps: Deps) {
     .openapi(routes.list, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
       const { unread, limit, offset } = c.req.valid("query");
-      return c.json(await listNotifications({ ctx, unreadOnly: unread === "true", limit, offset }), 200);
+      return c.json(
+        await listNotifications({ ctx, unreadOnly: unread === "true" || unread === "1", limit, offset }),
+        200,
+      );
     })
     .openapi(routes.read, async (c) => {
       const { slug, id } = c.req.valid("param");

@@ -186,7 +186,10 @@ export function projectRoutes(deps: Deps) {
     .openapi({ ...routes.upgrade, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       const ctx = await orgCtx(c, deps, slug);
-      return c.json(await upgradeProject({ ctx, projectSlug, version: c.req.valid("query").version }), 200);
+      return c.json(
+        await upgradeProject({ ctx, projectSlug, version: c.req.valid("query").version || undefined }),
+        200,
+      );
     })
     .openapi(routes.deploys, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");

@@ -65,7 +65,7 @@ export const AdminTokenResponse = z.object({
 });
 
 export const UpgradeQuery = z.object({
-  version: z.string().max(40).optional().openapi({ description: "Template version; the latest when omitted" }),
+  version: z.string().max(40).optional().openapi({ description: "Template version; the latest when omitted or empty" }),
 });
 
 export const UpgradeResult = z

@@ -3,8 +3,9 @@ import type { Auth } from "../../auth/better-auth.ts";
 import { preparedRead } from "../../db/compiled.ts";
 import type { Deps } from "../../deps.ts";
 import type { AppEnv } from "../../http/context.ts";
-import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
+import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../http/errors.ts";
 import type { RateLimiter } from "../../http/rate-limit.ts";
+import { textIssue } from "../../http/router.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { authenticateApiKey } from "../api-keys/service.ts";
 import { hasRole, type Role } from "../orgs/access.ts";
@@ -99,6 +100,9 @@ export async function visitWorkspace<E extends AppEnv>(
   projectId: string,
   anonymous: boolean,
 ): Promise<WorkspaceVisit> {
+  // The id is a path parameter, held to the same text rules as the validated ones.
+  const issue = textIssue(projectId);
+  if (issue) throw new ValidationError([{ path: "projectId", message: issue }]);
   const project = await readLiveProject(runtime.deps, projectId);
   if (!project) throw new NotFoundError("project not found");
   const found = project.status === "active" || project.status === "paused" ? runtime.databases.get(project.id) : null;

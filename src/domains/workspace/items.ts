@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
 import { MAX_BODY_BYTES } from "../../http/body-limit.ts";
 import { AppError, ConflictError, NotFoundError } from "../../http/errors.ts";
@@ -34,7 +35,10 @@ export async function createCollection(ctx: WorkspaceCtx, input: { slug: string;
 
 export async function listCollections(ctx: WorkspaceCtx) {
   requireMember(ctx, false);
-  const rows = (await ctx.db.selectFrom("collections").selectAll().orderBy("slug").execute()) as CollectionRow[];
+  // By the slug's bytes on both databases: PostgreSQL would otherwise sort by the database's
+  // collation (en_US puts `a_b` before `a-b`), SQLite always by bytes.
+  const bySlug = ctx.deps.dialect === "postgres" ? sql`slug collate "C"` : sql`slug`;
+  const rows = (await ctx.db.selectFrom("collections").selectAll().orderBy(bySlug).execute()) as CollectionRow[];
   return { collections: rows.map(toCollection) };
 }
 
