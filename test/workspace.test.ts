@@ -263,6 +263,7 @@ describe("workspace runtime", () => {
     const id = created.body.item.id;
     const read = await ws("GET", `/items/odd_keys/${id}`, { token: adminToken });
     const protoKey = (item: object) => Object.getOwnPropertyDescriptor(item, "__proto__")?.value;
+    expect(protoKey(created.body.item)).toEqual({ polluted: true });
     expect(protoKey(read.body.item)).toEqual({ polluted: true });
     expect(read.body.item).toMatchObject({ constructor: "c", title: "t" });
     const patched = await ws("PATCH", `/items/odd_keys/${id}`, {
