@@ -107,16 +107,16 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     if (limiting) await limiting;
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
-    const admits = operationAdmits(c.req.method, c.req.path);
+    const { method, path } = c.req;
+    const admits = operationAdmits(method, path);
     if (admits !== "anyone") requirePrincipal(c);
-    // So does the refusal of an API key where only a signed-in account may act.
-    if (admits === "account") requireAccount(c);
     const principal = c.get("principal");
-    // Likewise authorization, where it needs nothing but the request: a read-only key writing
-    // to its own org is 403 whatever the body (to another org it is 404, found out later).
-    if (principal?.type === "api_key" && principal.scope === "read-only" && !READ_METHODS.has(c.req.method)) {
-      const own = `/api/org/${principal.org.slug}`;
-      if (c.req.path === own || c.req.path.startsWith(`${own}/`)) {
+    // Likewise authorization, where it needs nothing but the request: an API key where only a
+    // signed-in account may act, and a read-only key writing, are 403 whatever the body. Within
+    // another org than the key's it is 404 instead, found out later.
+    if (principal?.type === "api_key" && !inOtherOrg(path, principal.org.slug)) {
+      if (admits === "account") requireAccount(c);
+      if (principal.scope === "read-only" && !READ_METHODS.has(method) && path.startsWith("/api/org/")) {
         throw new ForbiddenError("a read-only API key may only read");
       }
     }
@@ -193,6 +193,13 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));
   return app;
+}
+
+/** Whether `path` is inside an org (`/api/org/{slug}…`) other than `slug`. */
+function inOtherOrg(path: string, slug: string): boolean {
+  if (!path.startsWith("/api/org/")) return false;
+  const own = `/api/org/${slug}`;
+  return path !== own && !path.startsWith(`${own}/`);
 }
 
 /** Who an operation admits, from its declared `security`. */

@@ -392,8 +392,7 @@ describe("notifications", () => {
       "NOT_FOUND",
     );
     const strangerKey = await createApiKey(app, stranger, theirs.slug, "full");
-    // A key is refused before any org is looked up (the same answer for every org).
-    expectError(await call(app, "GET", `/org/${slug}/notifications`, { token: strangerKey.token }), 403, "FORBIDDEN");
+    expectError(await call(app, "GET", `/org/${slug}/notifications`, { token: strangerKey.token }), 404, "NOT_FOUND");
     expect(await list(stranger, "", theirs.slug)).toEqual([]);
 
     // The owner's second org: its list holds only its own, and reading there touches nothing here.
