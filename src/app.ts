@@ -18,6 +18,7 @@ import { projectRoutes } from "./domains/projects/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
+import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
@@ -190,6 +191,8 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   });
   app.route("/api", api);
   app.route("/w/:projectId/api", workspaceApi);
+  // Where invitation mail links to: the web console's page, until there is a console.
+  app.get("/accept-invite", acceptInvitePage);
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));
   return app;
