@@ -120,8 +120,9 @@ export function toIntegration(row: IntegrationRow) {
 /** Where `value` holds a masked secret (as read), as `config.…` paths. */
 function maskedPaths(value: unknown, path: string, found: string[] = []): string[] {
   if (isMasked(value)) found.push(path);
-  else if (Array.isArray(value)) value.forEach((entry, i) => maskedPaths(entry, `${path}.${i}`, found));
-  else if (typeof value === "object" && value !== null) {
+  else if (Array.isArray(value)) {
+    for (const [i, entry] of value.entries()) maskedPaths(entry, `${path}.${i}`, found);
+  } else if (typeof value === "object" && value !== null) {
     for (const [key, entry] of Object.entries(value)) maskedPaths(entry, `${path}.${key}`, found);
   }
   return found;
