@@ -22,6 +22,8 @@ interface WindowState {
   /** Hits taken by this process and not yet written. */
   pending: number;
   loading: Promise<void> | undefined;
+  /** When `stored` was last read from the database (clock ms). */
+  syncedAt: number;
 }
 
 const FLUSH_INTERVAL_MS = 200;
@@ -33,8 +35,10 @@ const BATCH_SIZE = 200;
  * Writing each hit to the database would put a write on every request, so each process counts
  * locally and adds its hits to the shared row every 200 ms (one batched upsert that also reads
  * back the total). A bucket's count is loaded from the database the first time a process sees it
- * in a window. With one process the count is exact; with several, a process can miss at most the
- * other processes' hits of the last flush interval.
+ * in a window, and again at a hit when it has not been read for a flush interval (a process that
+ * was idle, or only refused, has nothing to flush and would otherwise keep a stale count). With one
+ * process the count is exact; with several, a process can miss at most the other processes' hits
+ * of the last flush interval.
  */
 export class RateLimiter {
   private readonly windows = new Map<string, WindowState>();
@@ -66,11 +70,14 @@ export class RateLimiter {
     const window = Math.floor(now / this.windowMs);
     let state = this.windows.get(bucket);
     if (!state || state.window < window) {
-      const fresh: WindowState = { window, stored: 0, pending: 0, loading: undefined };
-      fresh.loading = this.load(bucket, fresh);
+      const fresh: WindowState = { window, stored: 0, pending: 0, loading: undefined, syncedAt: now };
+      fresh.loading = this.load(bucket, fresh, now);
       // Unflushed hits of a window that has ended no longer limit anyone; they are dropped.
       this.windows.set(bucket, fresh);
       state = fresh;
+    } else if (!state.loading && state.pending === 0 && now - state.syncedAt >= FLUSH_INTERVAL_MS) {
+      // Hits with nothing pending are never flushed, so nothing has refreshed the count.
+      state.loading = this.load(bucket, state, now);
     }
     const loaded = state;
     if (loaded.loading) return loaded.loading.then(() => this.count(loaded, limit, now));
@@ -85,7 +92,7 @@ export class RateLimiter {
     return { allowed: true, limit, remaining: limit - used - 1, resetSeconds };
   }
 
-  private async load(bucket: string, state: WindowState): Promise<void> {
+  private async load(bucket: string, state: WindowState, now: number): Promise<void> {
     try {
       const row = await this.db
         .selectFrom("rate_limits")
@@ -97,6 +104,8 @@ export class RateLimiter {
     } catch (error) {
       this.log.error({ err: error }, "loading a rate-limit counter failed; counting locally");
     } finally {
+      // A failed read is not retried before the next interval either.
+      state.syncedAt = now;
       state.loading = undefined;
     }
   }
@@ -111,7 +120,8 @@ export class RateLimiter {
   }
 
   private async writePending(): Promise<void> {
-    const current = Math.floor(this.clock.now().getTime() / this.windowMs);
+    const now = this.clock.now().getTime();
+    const current = Math.floor(now / this.windowMs);
     const dirty: [string, WindowState, number][] = [];
     for (const [bucket, state] of this.windows) {
       if (state.window < current) this.windows.delete(bucket);
@@ -134,6 +144,7 @@ export class RateLimiter {
         for (const [bucket, state, hits] of batch) {
           state.pending -= hits;
           state.stored = totals.get(`${bucket}\u0000${state.window}`) ?? state.stored + hits;
+          state.syncedAt = now;
         }
       } catch (error) {
         this.log.error({ err: error }, "writing rate-limit counters failed; will retry");
