@@ -1,4 +1,4 @@
-import type { Server as HttpServer } from "node:http";
+import type { Server as HttpServer, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Http2Bindings, type HttpBindings, serve } from "@hono/node-server";
 import type { Hono } from "hono";
@@ -58,7 +58,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const server = await new Promise<HttpServer>((resolve, reject) => {
     // This server is HTTP/1.1, so the bindings are always the node:http request and response.
     const fetch = (request: Request, env: HttpBindings | Http2Bindings) =>
-      inFlight.track(() => app.fetch(request, env as HttpBindings));
+      inFlight.track((env as HttpBindings).outgoing, () => app.fetch(request, env as HttpBindings));
     const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
     // The address is taken, or HOST is not an address of this machine.
     s.once("error", (error) => reject(new Error(`cannot listen on ${config.host}:${config.port}: ${error.message}`)));
@@ -89,19 +89,37 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   return { url: `http://${host}:${port}`, port, deps, app, close };
 }
 
-/** Counts requests whose handlers are still running, which can outlive their connection. */
+/**
+ * Counts requests whose handlers are still running, which can outlive their connection. Once
+ * closing, their responses (and any that arrive meanwhile on a kept-alive connection) say
+ * `Connection: close`, so that no client sends another request on a connection about to close.
+ */
 class InFlight {
   private count = 0;
   private idle: (() => void) | undefined;
+  private readonly responses = new Set<ServerResponse>();
+  private closing = false;
 
-  async track(handle: () => Response | Promise<Response>): Promise<Response> {
+  async track(response: ServerResponse | undefined, handle: () => Response | Promise<Response>): Promise<Response> {
     this.count++;
+    if (response) {
+      if (this.closing) lastOnConnection(response);
+      else this.responses.add(response);
+    }
     try {
       return await handle();
     } finally {
+      if (response) this.responses.delete(response);
       this.count--;
       if (this.count === 0) this.idle?.();
     }
+  }
+
+  /** From now on every response ends its connection. */
+  close(): void {
+    this.closing = true;
+    for (const response of this.responses) lastOnConnection(response);
+    this.responses.clear();
   }
 
   drained(): Promise<void> {
@@ -112,12 +130,18 @@ class InFlight {
   }
 }
 
+/** Node ends the connection after a response that says `Connection: close`. */
+function lastOnConnection(response: ServerResponse): void {
+  if (!response.headersSent) response.setHeader("Connection", "close");
+}
+
 /**
  * Stops accepting connections and waits (bounded) until every connection has closed and every
  * handler has returned: a client that hangs up does not stop its handler, which must not find
  * the database closed under it.
  */
 function drainHttp(server: HttpServer, inFlight: InFlight, timeoutMs: number): Promise<void> {
+  inFlight.close();
   return new Promise<void>((resolve) => {
     // Keep-alive connections go idle as their last request finishes; close them as they do.
     const reaper = setInterval(() => server.closeIdleConnections(), 50);

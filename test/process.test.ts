@@ -91,6 +91,8 @@ describe("the plinth process", () => {
     plinth.child.kill("SIGTERM");
     const res = await inFlight;
     expect(res.status).toBe(200);
+    // It ends its connection, so that no client sends another request on it as it closes.
+    expect(res.headers.get("connection")).toBe("close");
     expect(await plinth.exited).toBe(0);
   });
 
