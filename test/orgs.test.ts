@@ -251,6 +251,10 @@ describe("org slugs", () => {
     expect(loud.slug).toBe(`loud-${t}-sons`);
     const odd = await createOrg(app, user, `Ünïcödé ${t} Straße ✓`);
     expect(odd.slug).toMatch(SLUG);
+    expect(odd.slug).toBe(`unicode-${t}-strasse`);
+    // Letters with no accent to strip are spelt out: Turkish dotless ı, Polish ł, Danish ø.
+    const turkish = await createOrg(app, user, `Işık Łódź Ørsted ${t}`);
+    expect(turkish.slug).toBe(`isik-lodz-orsted-${t}`);
   });
 
   it("suffixes duplicates with -2, -3 and reuses a deleted org's slug", async () => {
