@@ -281,6 +281,9 @@ describe("projects", () => {
       const project = res.body.project;
       const token: string = project.adminToken;
       tokensSeen.push(token);
+      // Also beside the project, where reprovision-admin answers it.
+      expect(Object.keys(res.body).sort()).toEqual(["adminToken", "project"]);
+      expect(res.body.adminToken).toBe(token);
       expect(project).toMatchObject({
         slug: "my-first-app",
         name: "My First App",

@@ -44,10 +44,12 @@ export const UpdateProjectInput = z
   })
   .openapi("UpdateProjectInput");
 
+/** The token is in the project and, as `reprovision-admin` answers it, beside it: the same value. */
 export const CreatedProjectResponse = z.object({
   project: ProjectSchema.extend({
     adminToken: z.string().openapi({ description: "The workspace admin token; shown once" }),
   }),
+  adminToken: z.string().openapi({ description: "The same workspace admin token; shown once" }),
 });
 
 export const ProjectResponse = z.object({ project: ProjectSchema });

@@ -191,7 +191,7 @@ export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infe
         },
         { exclusive: true },
       );
-      return { project: { ...toProject(row, deps.config.publicUrl), adminToken: token } };
+      return { project: { ...toProject(row, deps.config.publicUrl), adminToken: token }, adminToken: token };
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       if (attempt >= SLUG_ATTEMPTS) throw new ConflictError("could not allocate a unique project slug; try again");
