@@ -327,6 +327,27 @@ describe("workspace webhooks", () => {
       const testRow = rows.find((e: { action: string }) => e.action === "workspace_webhook.tested");
       expect(testRow.data).toMatchObject({ deliveryId: tested.body.delivery.id });
       expect(JSON.stringify(rows)).not.toContain("audit-secret-never-logged");
+
+      // Made with an org admin's session, a change names the account with its e-mail, as the console's do.
+      const bySession = await ws(
+        app,
+        alpha.project.id,
+        "POST",
+        "/webhooks",
+        { cookie: owner.cookie },
+        {
+          name: "by session",
+          url: `${receiver.url}/audited`,
+          events: ["items"],
+        },
+      );
+      expect(bySession.status, JSON.stringify(bySession.body)).toBe(201);
+      const sessionRows = (await call(app, "GET", `/org/${slug}/audit?limit=500`, { cookie: owner.cookie })).body
+        .events;
+      const sessionRow = sessionRows.find(
+        (e: { target: { id: string } }) => e.target?.id === bySession.body.webhook.id,
+      );
+      expect(sessionRow.actor).toEqual({ type: "account", id: owner.accountId, email: owner.email });
     });
 
     it("sends the synthetic webhook.test now, with body {channel, event, data: {webhookId}, deliveredAt}", async () => {

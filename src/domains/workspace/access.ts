@@ -15,7 +15,14 @@ import type { WorkspaceDispatcher } from "./dispatch.ts";
 
 /** Who is calling a workspace: its admin (admin token, or an org admin's key or session), or one of its users. */
 export type WorkspaceCaller =
-  | { kind: "admin"; via: "admin_token" | "api_key" | "session"; id: string; readOnly: boolean }
+  | {
+      kind: "admin";
+      via: "admin_token" | "api_key" | "session";
+      id: string;
+      readOnly: boolean;
+      /** The signed-in account's e-mail (`via: "session"`), for the audit log. */
+      email?: string;
+    }
   | { kind: "user"; userId: string; tokenHash: string }
   | { kind: "anonymous" };
 
@@ -190,7 +197,8 @@ async function resolveCaller<E extends AppEnv>(
         .where("account_id", "=", session.user.id)
         .executeTakeFirst();
       const admin = membership !== undefined && hasRole(membership.role as Role, "admin");
-      if (admin) return { kind: "admin", via: "session", id: session.user.id, readOnly: false };
+      if (admin)
+        return { kind: "admin", via: "session", id: session.user.id, readOnly: false, email: session.user.email };
       if (anonymous) return { kind: "anonymous" };
       if (!membership) throw new NotFoundError("project not found");
       throw new ForbiddenError("only the org's admins and owners act as workspace admin");

@@ -50,7 +50,7 @@ async function auditHook(trx: Db, ctx: WorkspaceCtx, action: string, hookId: str
       ? {
           type: caller.via === "admin_token" ? "workspace_admin" : caller.via === "api_key" ? "api_key" : "account",
           id: caller.id,
-          email: null,
+          email: caller.email ?? null,
         }
       : { type: "workspace", id: ctx.project.id, email: null };
   await recordAuditAs(trx, ctx.deps, actor, ctx.ip, {
