@@ -1,6 +1,7 @@
-import type { Server as HttpServer, ServerResponse } from "node:http";
+import { createServer, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Http2Bindings, type HttpBindings, serve } from "@hono/node-server";
+import type { Duplex } from "node:stream";
+import { getRequestListener, type Http2Bindings, type HttpBindings, RequestError } from "@hono/node-server";
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { createAuth } from "./auth/better-auth.ts";
@@ -9,6 +10,7 @@ import type { Deps } from "./deps.ts";
 import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
 import type { AppEnv } from "./http/context.ts";
+import { type ErrorCode, errorBody } from "./http/errors.ts";
 import { RateLimiter } from "./http/rate-limit.ts";
 import { closeDeps, createWorker, openDeps, type StartOptions, WORKSPACE_CACHE_SIZE } from "./runtime.ts";
 import { WorkerThread } from "./worker-thread.ts";
@@ -59,9 +61,11 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     // This server is HTTP/1.1, so the bindings are always the node:http request and response.
     const fetch = (request: Request, env: HttpBindings | Http2Bindings) =>
       inFlight.track((env as HttpBindings).outgoing, () => app.fetch(request, env as HttpBindings));
-    const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s as HttpServer));
+    const s = createServer(getRequestListener(fetch, { hostname: config.host, errorHandler: unreadableRequest }));
+    s.on("clientError", answerClientError);
     // The address is taken, or HOST is not an address of this machine.
     s.once("error", (error) => reject(new Error(`cannot listen on ${config.host}:${config.port}: ${error.message}`)));
+    s.listen(config.port, config.host, () => resolve(s));
   });
   const port = (server.address() as AddressInfo).port;
   log.info(
@@ -128,6 +132,38 @@ class InFlight {
       this.idle = resolve;
     });
   }
+}
+
+/**
+ * A request Node parsed but that makes no Fetch API request (a malformed Host, say): 400 in the
+ * envelope, like every other error. Anything else here would be a fault of the adapter: 500.
+ */
+function unreadableRequest(error: unknown): Response {
+  const [status, code, message]: [number, ErrorCode, string] =
+    error instanceof RequestError
+      ? [400, "BAD_REQUEST", `malformed request: ${error.message}`]
+      : [500, "INTERNAL", "internal error"];
+  return Response.json(errorBody(code, message), { status, headers: { connection: "close" } });
+}
+
+/** What Node's HTTP parser refused (a malformed request line or header, headers over 16 KiB, a timeout). */
+const CLIENT_ERRORS: Record<string, [number, string]> = {
+  HPE_HEADER_OVERFLOW: [431, "request headers too large"],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, "request timed out"],
+};
+
+/** Answers what Node's parser refused with the envelope, where Node would answer with no body. */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (!socket.writable || error.code === "ECONNRESET") {
+    socket.destroy();
+    return;
+  }
+  const [status, message] = CLIENT_ERRORS[error.code ?? ""] ?? [400, "malformed HTTP request"];
+  const body = JSON.stringify(errorBody("BAD_REQUEST", message));
+  socket.end(
+    `HTTP/1.1 ${status} ${status === 400 ? "Bad Request" : status === 431 ? "Request Header Fields Too Large" : "Request Timeout"}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** Node ends the connection after a response that says `Connection: close`. */

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
@@ -295,6 +296,38 @@ describe("error envelope", () => {
     const res = await call(app, "GET", "/account", { cookie: "plinth.session_token=forged.value" });
     expect(res.status).toBe(401);
     expectEnvelope(res.body, "UNAUTHORIZED");
+  });
+});
+
+describe("requests Node's HTTP parser or the Fetch API refuse", () => {
+  /** Sends raw bytes and reads the whole answer (the server closes the connection). */
+  function raw(bytes: string): Promise<{ status: number; headers: string; body: string }> {
+    const { hostname, port } = new URL(app.url);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write(bytes));
+      let answer = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk) => {
+        answer += chunk;
+      });
+      socket.on("error", reject);
+      socket.on("close", () => {
+        const [head = "", body = ""] = answer.split("\r\n\r\n");
+        resolve({ status: Number(head.split(" ")[1]), headers: head.toLowerCase(), body });
+      });
+    });
+  }
+
+  it.each([
+    ["a malformed Host", "GET /api/health HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n", 400],
+    ["an unknown method", "FOO /api/health HTTP/1.1\r\nHost: x\r\n\r\n", 400],
+    ["a header with a DEL byte", "GET /api/health HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n\r\n", 400],
+    ["headers over 16 KiB", `GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+  ])("answers %s in the envelope", async (_label, bytes, status) => {
+    const res = await raw(bytes);
+    expect(res.status).toBe(status);
+    expect(res.headers).toContain("content-type: application/json");
+    expectEnvelope(JSON.parse(res.body), "BAD_REQUEST");
   });
 });
 
