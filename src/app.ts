@@ -26,7 +26,7 @@ import { identifyCaller } from "./http/identify.ts";
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
-import { createRouter, errorResponses, jsonContent, sessionOnly, withOperationIds } from "./http/router.ts";
+import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 
 export const API_VERSION = "0.0.1";
@@ -221,7 +221,8 @@ function operationAdmitsOf(api: ReturnType<typeof createRouter>) {
       const requirements = definition.route.security ?? [];
       if (requirements.length === 0 || requirements.some((r) => Object.keys(r).length === 0)) return [];
       const pattern = new RegExp(`^/api${definition.route.path.replace(/\{[^/]+\}/g, "[^/]+")}$`);
-      const admits: Admits = requirements === sessionOnly ? "account" : "caller";
+      // Only a session cookie (no API key among the requirements): a signed-in account only.
+      const admits: Admits = requirements.some((r) => "apiKey" in r) ? "caller" : "account";
       return [{ method: definition.route.method.toUpperCase(), pattern, admits }];
     });
     return operations.find((op) => op.method === method && op.pattern.test(path))?.admits ?? "anyone";

@@ -1,4 +1,4 @@
-import { createServer, type Server as HttpServer, type ServerResponse } from "node:http";
+import { createServer, type Server as HttpServer, STATUS_CODES, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { getRequestListener, type Http2Bindings, type HttpBindings, RequestError } from "@hono/node-server";
@@ -108,12 +108,15 @@ class InFlight {
     this.count++;
     if (response) {
       if (this.closing) lastOnConnection(response);
-      else this.responses.add(response);
+      else {
+        // Until it is sent, not until the handler returns: a streamed body's headers go out later.
+        this.responses.add(response);
+        response.once("close", () => this.responses.delete(response));
+      }
     }
     try {
       return await handle();
     } finally {
-      if (response) this.responses.delete(response);
       this.count--;
       if (this.count === 0) this.idle?.();
     }
@@ -152,17 +155,23 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   ERR_HTTP_REQUEST_TIMEOUT: [408, "request timed out"],
 };
 
-/** Answers what Node's parser refused with the envelope, where Node would answer with no body. */
+/**
+ * Answers what Node's parser refused with the envelope, where Node would answer with no body, then
+ * drops the connection as Node does. Not when a response is already going out on it (a request
+ * pipelined behind a download, say): an answer would land inside that response's body.
+ */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  if (!socket.writable || error.code === "ECONNRESET") {
+  const sending = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (!socket.writable || sending || error.code === "ECONNRESET") {
     socket.destroy();
     return;
   }
   const [status, message] = CLIENT_ERRORS[error.code ?? ""] ?? [400, "malformed HTTP request"];
   const body = JSON.stringify(errorBody("BAD_REQUEST", message));
   socket.end(
-    `HTTP/1.1 ${status} ${status === 400 ? "Bad Request" : status === 431 ? "Request Header Fields Too Large" : "Request Timeout"}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
   );
 }
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -94,6 +95,26 @@ describe("the plinth process", () => {
     // It ends its connection, so that no client sends another request on it as it closes.
     expect(res.headers.get("connection")).toBe("close");
     expect(await plinth.exited).toBe(0);
+  });
+
+  it("lets go of a connection it refused, so that a client holding its side open does not delay SIGTERM", async () => {
+    const port = await freePort();
+    const plinth = runPlinth({ PORT: String(port), SHUTDOWN_TIMEOUT_MS: "10000" });
+    await waitForHealth(port);
+    const socket = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+    socket.write("FOO /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    let answer = "";
+    socket.on("data", (chunk) => {
+      answer += chunk;
+    });
+    await new Promise<void>((resolve) => socket.once("end", () => resolve()));
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    const signalled = Date.now();
+    plinth.child.kill("SIGTERM");
+    expect(await plinth.exited).toBe(0);
+    // Not the 10 s SHUTDOWN_TIMEOUT_MS a connection still held would cost.
+    expect(Date.now() - signalled).toBeLessThan(5_000);
+    socket.destroy();
   });
 
   it("serves cookie-holding clients that send no Origin, and refuses cross-site writes", async () => {

@@ -36,9 +36,9 @@ const BATCH_SIZE = 200;
  * locally and adds its hits to the shared row every 200 ms (one batched upsert that also reads
  * back the total). A bucket's count is loaded from the database the first time a process sees it
  * in a window, and again at a hit when it has not been read for a flush interval (a process that
- * was idle, or only refused, has nothing to flush and would otherwise keep a stale count). With one
- * process the count is exact; with several, a process can miss at most the other processes' hits
- * of the last flush interval.
+ * was idle has nothing to flush and would otherwise keep a stale count). With one process the
+ * count is exact; with several, a process can miss at most the other processes' hits of the last
+ * flush interval.
  */
 export class RateLimiter {
   private readonly windows = new Map<string, WindowState>();
@@ -75,8 +75,16 @@ export class RateLimiter {
       // Unflushed hits of a window that has ended no longer limit anyone; they are dropped.
       this.windows.set(bucket, fresh);
       state = fresh;
-    } else if (!state.loading && state.pending === 0 && now - state.syncedAt >= FLUSH_INTERVAL_MS) {
-      // Hits with nothing pending are never flushed, so nothing has refreshed the count.
+    } else if (
+      !state.loading &&
+      state.pending === 0 &&
+      state.stored < limit &&
+      now - state.syncedAt >= FLUSH_INTERVAL_MS
+    ) {
+      // Nothing pending, so no flush has read the shared count back lately: read it before
+      // allowing more. A count at the limit already refuses (counts only rise in a window), and
+      // a bucket hit steadily is kept fresh by the flushes, so this is one read per request only
+      // for callers slower than the flush interval.
       state.loading = this.load(bucket, state, now);
     }
     const loaded = state;
