@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "./errors.ts";
-import { JSON_MEDIA_TYPE } from "./router.ts";
+import { hasJsonBody } from "./router.ts";
 
 /** Largest request body, except workspace file uploads (MAX_FILE_BYTES). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -33,8 +33,7 @@ export function bodyWasNotUtf8(c: Context): boolean {
  * body is read: after the guards that refuse a caller whatever the body holds.
  */
 function decodeJsonStrictly(c: Context): void {
-  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
-  if (!JSON_MEDIA_TYPE.test(mediaType)) return;
+  if (!hasJsonBody(c)) return;
   const text = c.req.raw.arrayBuffer().then((bytes) => {
     try {
       return strictUtf8.decode(bytes);

@@ -94,12 +94,17 @@ export function createRouter<E extends AppEnv = AppEnv>() {
 }
 
 /** Hono's validator parses a body of these media types; any other body is validated as `{}`. */
-export const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
+const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
+
+/** Whether the request's body is of a JSON media type, the ones Hono's validator parses. */
+export function hasJsonBody(c: Context): boolean {
+  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
+  return JSON_MEDIA_TYPE.test(mediaType);
+}
 
 /** The JSON body as sent (Hono keeps its parse); a body Hono did not parse is what was validated. */
 async function jsonAsSent(c: Context, validated: unknown): Promise<unknown> {
-  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
-  return JSON_MEDIA_TYPE.test(mediaType) ? c.req.json() : validated;
+  return hasJsonBody(c) ? c.req.json() : validated;
 }
 
 const errorContent = { "application/json": { schema: ErrorEnvelopeSchema } };
