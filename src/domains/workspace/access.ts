@@ -112,6 +112,7 @@ export async function visitWorkspace<E extends AppEnv>(
   if (issue) throw new ValidationError([{ path: "projectId", message: issue }]);
   const project = await readLiveProject(runtime.deps, projectId);
   if (!project) throw new NotFoundError("project not found");
+  // None before provisioning has made it; a user token then matches nothing.
   const found = project.status === "active" || project.status === "paused" ? runtime.databases.get(project.id) : null;
   const caller = await resolveCaller(c, runtime, project, found, anonymous);
   if (caller.kind === "anonymous" && !anonymous) throw new UnauthorizedError();
