@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createServer, type Server as HttpServer, type ServerResponse, STATUS_CODES } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
@@ -139,7 +140,10 @@ function unreadableRequest(error: unknown): Response {
     error instanceof RequestError
       ? [400, "BAD_REQUEST", `malformed request: ${error.message}`]
       : [500, "INTERNAL", "internal error"];
-  return Response.json(errorBody(code, message), { status, headers: { connection: "close" } });
+  return Response.json(errorBody(code, message), {
+    status,
+    headers: { connection: "close", "x-request-id": randomUUID() },
+  });
 }
 
 /** What Node's HTTP parser refused (a malformed request line or header, headers over 16 KiB, a timeout). */
@@ -161,9 +165,13 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
   }
   const [status, message] = CLIENT_ERRORS[error.code ?? ""] ?? [400, "malformed HTTP request"];
   const body = JSON.stringify(errorBody("BAD_REQUEST", message));
+  // An answer to HEAD has no body (RFC 9110 §9.3.2); the parser has read at least the method
+  // when it refuses the headers.
+  const head = (error as { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString("latin1") === "HEAD ";
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\n` +
+      `Connection: close\r\n\r\n${head ? "" : body}`,
     () => socket.destroy(),
   );
 }

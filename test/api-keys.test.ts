@@ -200,6 +200,7 @@ describe("ApiKeyInput validation", () => {
     ["mcpTools of 64 items", { name: "k", scope: "full", mcpTools: tools(64) }],
     ["an mcpTools item of 80 characters", { name: "k", scope: "full", mcpTools: ["t".repeat(80)] }],
     ["an empty mcpTools list", { name: "k", scope: "full", mcpTools: [] }],
+    ["an empty mcpTools item (SPEC sets no minimum)", { name: "k", scope: "full", mcpTools: [""] }],
   ])("accepts %s", async (_label, body) => {
     const res = await create(body);
     expect(res.status, JSON.stringify(res.body)).toBe(201);

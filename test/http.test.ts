@@ -327,7 +327,14 @@ describe("requests Node's HTTP parser or the Fetch API refuse", () => {
     const res = await raw(bytes);
     expect(res.status).toBe(status);
     expect(res.headers).toContain("content-type: application/json");
+    expect(res.headers).toMatch(/\r\nx-request-id: [0-9a-f-]{36}\r\n/);
     expectEnvelope(JSON.parse(res.body), "BAD_REQUEST");
+  });
+
+  it("answers HEAD with the status and no body", async () => {
+    const res = await raw(`HEAD /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
+    expect(res.status).toBe(431);
+    expect(res.body).toBe("");
   });
 });
 

@@ -471,7 +471,6 @@ describe("integrations", () => {
     const org = await freshOrg();
     const cases: [unknown, string][] = [
       [{ kind: "slack", config: {} }, "config.webhookUrl"],
-      [{ kind: "slack" }, "config.webhookUrl"],
       [{ kind: "slack", config: { webhookUrl: "ftp://example.com/hook" } }, "config.webhookUrl"],
       [{ kind: "discord", config: {} }, "config.webhookUrl"],
       [{ kind: "discord", config: { webhookUrl: "ftp://example.com/hook" } }, "config.webhookUrl"],
@@ -669,6 +668,34 @@ describe("integrations", () => {
     expect(requestsUnder(prefix)).toHaveLength(1);
     // A test send is not retried in the background.
     await sleep(SETTLE_MS);
+    expect(requestsUnder(prefix)).toHaveLength(1);
+  });
+
+  it("creates an integration without config (SPEC: optional); its sends fail naming what it needs, until a PATCH gives it", async () => {
+    const org = await freshOrg();
+    const prefix = tag("later");
+    const bare = await createOk(org.slug, { kind: "slack" });
+    expect(bare.config).toEqual({});
+    const github = await createOk(org.slug, { kind: "github", events: ["project.*"] });
+    expect(github.config).toEqual({});
+
+    const res = await call(app, "POST", `/org/${org.slug}/integrations/${bare.id}/test`, { cookie: owner.cookie });
+    expectStatus(res, 200);
+    expect(res.body.delivery).toMatchObject({ event: "webhook.test", status: "dead", attemptCount: 1 });
+    expect(res.body.delivery.attempts[0]).toMatchObject({
+      statusCode: null,
+      error: "integration is not configured: config.webhookUrl needed",
+    });
+    const gh = await call(app, "POST", `/org/${org.slug}/integrations/${github.id}/test`, { cookie: owner.cookie });
+    expect(gh.body.delivery.attempts[0].error).toBe("integration is not configured: config.repo, config.token needed");
+
+    const configured = await call(app, "PATCH", `/org/${org.slug}/integrations/${bare.id}`, {
+      cookie: owner.cookie,
+      body: { config: { webhookUrl: `${receiver.url}${prefix}/hook` } },
+    });
+    expectStatus(configured, 200);
+    const again = await call(app, "POST", `/org/${org.slug}/integrations/${bare.id}/test`, { cookie: owner.cookie });
+    expect(again.body.delivery).toMatchObject({ status: "succeeded", attemptCount: 1 });
     expect(requestsUnder(prefix)).toHaveLength(1);
   });
 

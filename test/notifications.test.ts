@@ -322,11 +322,18 @@ describe("notifications", () => {
     expect(firstTwo.map((n) => n.id)).toEqual(all.slice(0, 2).map((n) => n.id));
     const next = await list(owner, "?limit=2&offset=2");
     expect(next.map((n) => n.id)).toEqual(all.slice(2, 4).map((n) => n.id));
-    for (const query of ["?limit=0", "?limit=501", "?limit=x", "?offset=-1"]) {
+    // Counts are decimal digits: hex, exponents, fractions and empty values are refused, not read as numbers.
+    const refused = ["?limit=0", "?limit=501", "?limit=x", "?offset=-1", "?limit=0x10", "?limit=1e1", "?limit=2.5"];
+    for (const query of [...refused, "?limit=", "?offset=", "?offset=1e0", "?limit=%FF"]) {
       const res = await call(app, "GET", `/org/${slug}/notifications${query}`, { cookie: owner.cookie });
       expect(res.status, query).toBe(422);
       expect(res.body.error.code).toBe("VALIDATION");
+      expect(
+        res.body.error.details.map((d: { path: string }) => d.path),
+        query,
+      ).toEqual([query.slice(1).split("=")[0]]);
     }
+    expect((await list(owner, "?limit=%202")).map((n) => n.id)).toEqual(all.slice(0, 2).map((n) => n.id));
   });
 
   it("refuses unknown ids, other accounts' ids, API keys, missing credentials and other orgs", async () => {

@@ -1198,6 +1198,12 @@ describe("circuit breaker", () => {
     const afterThree = await getHook(breakerApp, org, id);
     expect(afterThree).toMatchObject({ active: true, consecutiveFailures: 3, disabledReason: null });
     expect(afterThree.lastFailureAt).toEqual(expect.any(String));
+    // `active: true` on a webhook still active resets the count as well.
+    const reset = await call(breakerApp, "PATCH", `/org/${org.slug}/webhooks/${id}`, {
+      cookie: org.owner.cookie,
+      body: { active: true },
+    });
+    expect(reset.body.webhook).toMatchObject({ active: true, consecutiveFailures: 0 });
     await emitOne();
     await until("the 4th delivery", async () => (await settledCount(id)) === 4);
     expect(await getHook(breakerApp, org, id)).toMatchObject({ active: true, consecutiveFailures: 0 });

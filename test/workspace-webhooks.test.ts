@@ -357,6 +357,8 @@ describe("workspace webhooks", () => {
         events: ["items:nothing:ever"],
         secret: "test-send-secret",
         headers: { "X-Tenant": "acme" },
+        // DESIGN §7 fixes the test body; the allow-list projects rows, and this data is no row.
+        payloadFields: ["nosuchkey"],
       });
       const sent = await alpha.api("POST", `/webhooks/${hook.id}/test`);
       expect(sent.status, JSON.stringify(sent.body)).toBe(200);
@@ -1425,6 +1427,11 @@ describe("workspace webhook circuit breaker", () => {
         expect(res.status, JSON.stringify(res.body)).toBe(200);
         return res.body.delivery;
       };
+      for (let n = 1; n <= 3; n++) await test();
+      expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 3 });
+      // `active: true` on a hook still active resets its counter too, and is no resume.
+      const reset = await space.api("PATCH", `/webhooks/${hook.id}`, { active: true });
+      expect(reset.body.webhook).toMatchObject({ active: true, consecutiveFailures: 0, disabledReason: null });
       for (let n = 1; n <= 3; n++) await test();
       expect(await space.getHook(hook.id)).toMatchObject({ active: true, consecutiveFailures: 3 });
       flaky.respondWith(() => ({ status: 204 }));

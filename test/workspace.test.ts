@@ -419,8 +419,25 @@ describe("workspace users, files and their events", () => {
     });
     expect(tooBig.status).toBe(413);
 
-    // A multipart file name follows ?name='s rules: no NUL, at most 255 characters.
-    for (const disposition of [`filename*=UTF-8''a%00b.txt`, `filename="${"n".repeat(256)}.txt"`]) {
+    // A raw upload's name is text on one line: no escape that decodes to no UTF-8 (`%FF`, an
+    // encoded surrogate), no control character.
+    for (const name of ["%ED%A0%80", "a%FFb", "a%09b", "a%0D%0Ab"]) {
+      const refused = await fetch(`${app.url}/w/${projectId}/api/files?name=${name}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+        body: "x",
+      });
+      expect(refused.status, name).toBe(422);
+      const { error } = (await refused.json()) as { error: { details: { path: string }[] } };
+      expect(error.details.map((d) => d.path)).toEqual(["name"]);
+    }
+
+    // A multipart file name follows ?name='s rules: no NUL or control character, at most 255 characters.
+    for (const disposition of [
+      `filename*=UTF-8''a%00b.txt`,
+      `filename="${"n".repeat(256)}.txt"`,
+      'filename="a\tb.txt"',
+    ]) {
       const body =
         `--b0undary\r\nContent-Disposition: form-data; name="file"; ${disposition}\r\n` +
         "Content-Type: text/plain\r\n\r\nx\r\n--b0undary--\r\n";

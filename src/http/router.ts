@@ -61,6 +61,33 @@ function inputIssues(value: unknown, path: readonly string[], target: string, is
   }
 }
 
+const PERCENT_MESSAGE = "must be percent-encoded UTF-8: it holds an escape that decodes to no text";
+
+/**
+ * Query parameters whose percent-escapes are no UTF-8 (`%FF`, an encoded surrogate `%ED%A0%80`):
+ * the parser keeps such a value undecoded, escapes and all, which is not what was meant.
+ */
+function badlyEncoded(url: string): FieldIssue[] {
+  const query = url.indexOf("?");
+  if (query < 0 || url.indexOf("%", query) < 0) return [];
+  const issues: FieldIssue[] = [];
+  for (const pair of url.slice(query + 1).split("&")) {
+    if (!pair.includes("%")) continue;
+    const [key = "", value = ""] = pair.split("=", 2);
+    const decoded = (text: string) => {
+      try {
+        decodeURIComponent(text.replaceAll("+", " "));
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (!decoded(key) || !decoded(value))
+      issues.push({ path: decoded(key) ? decodeURIComponent(key) : key, message: PERCENT_MESSAGE });
+  }
+  return issues;
+}
+
 /** Query parameters as sent: one value as itself, a repeated parameter as its list. */
 function queryAsSent(queries: Record<string, string[]>): Record<string, string | string[]> {
   return Object.fromEntries(
@@ -86,7 +113,7 @@ export function createRouter<E extends AppEnv = AppEnv>() {
           : result.target === "query"
             ? queryAsSent(c.req.queries())
             : result.data;
-      const issues: FieldIssue[] = [];
+      const issues: FieldIssue[] = result.target === "query" ? badlyEncoded(c.req.url) : [];
       inputIssues(sent, [], result.target, issues);
       if (issues.length > 0) throw new ValidationError(issues);
     },
@@ -167,25 +194,47 @@ const CONTROL_CHARACTER = /[\u0001-\u001f\u007f-\u009f]/;
  * log line or a mail it appears in.
  */
 export function nameText(min: number, max: number) {
+  return oneLine(z.string().trim().min(min).max(max));
+}
+
+/** Whether `text` holds a control character other than NUL. */
+export function hasControlCharacter(text: string): boolean {
+  return CONTROL_CHARACTER.test(text);
+}
+
+/** `text` refusing control characters (line breaks, tabs, escapes), as names do. */
+export function oneLine(text: z.ZodString) {
+  return text.refine((value) => !hasControlCharacter(value), "must not contain control characters (line breaks, tabs)");
+}
+
+/**
+ * A count in a query parameter: decimal digits only (blanks around them aside), so `0x10`, `1e2`
+ * and an empty value are refused rather than read as some other number.
+ */
+function countQuery(min: number, max: number, message: string) {
   return z
     .string()
     .trim()
-    .min(min)
-    .max(max)
-    .refine((text) => !CONTROL_CHARACTER.test(text), "must not contain control characters (line breaks, tabs)");
+    .regex(/^\d+$/, message)
+    .transform(Number)
+    .pipe(z.number().min(min, message).max(max, message))
+    .optional();
 }
 
 /** `limit` and `offset` query parameters of a list, newest or oldest first as the list says. */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
   return {
-    limit: z.coerce
-      .number()
-      .int()
-      .min(1)
-      .max(maxLimit)
-      .optional()
-      .openapi({ description: `1..${maxLimit}, default ${defaultLimit}` }),
-    offset: z.coerce.number().int().min(0).optional().openapi({ description: "Rows to skip, default 0" }),
+    limit: countQuery(1, maxLimit, `must be an integer from 1 to ${maxLimit}`).openapi({
+      type: "integer",
+      minimum: 1,
+      maximum: maxLimit,
+      description: `1..${maxLimit}, default ${defaultLimit}`,
+    }),
+    offset: countQuery(0, Number.MAX_SAFE_INTEGER, "must be a non-negative integer").openapi({
+      type: "integer",
+      minimum: 0,
+      description: "Rows to skip, default 0",
+    }),
   };
 }
 

@@ -11,7 +11,8 @@ export const ApiKeyInput = z
     name: nameText(1, 60),
     scope: z.enum(KEY_SCOPES),
     expiresInDays: z.number().int().positive().max(MAX_KEY_LIFETIME_DAYS).optional(),
-    mcpTools: z.array(z.string().min(1).max(80)).max(64).optional(),
+    // SPEC: "array of string (each max 80), max 64 items"; an empty name matches no tool.
+    mcpTools: z.array(z.string().max(80)).max(64).optional(),
   })
   .openapi("ApiKeyInput");
 

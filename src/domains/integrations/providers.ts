@@ -42,6 +42,18 @@ export const PROVIDER_CONFIG = {
   { schema: z.ZodType; secrets: readonly string[]; destination: readonly string[] }
 >;
 
+/**
+ * Why an integration cannot send (its config lacks what the provider needs), or null. SPEC makes
+ * `config` optional, so an integration may be created without one; each of its attempts then
+ * fails saying so, until a PATCH supplies the config. A config that is sent is checked whole.
+ */
+export function unconfigured(kind: IntegrationKind, config: Record<string, unknown>): string | null {
+  const parsed = PROVIDER_CONFIG[kind].schema.safeParse(config);
+  if (parsed.success) return null;
+  const fields = [...new Set(parsed.error.issues.map((issue) => ["config", ...issue.path.map(String)].join(".")))];
+  return `integration is not configured: ${fields.join(", ")} needed`;
+}
+
 export interface OrgEvent {
   event: string;
   payload: Record<string, unknown>;
@@ -63,16 +75,18 @@ function apiBase(config: Record<string, unknown>, fallback: string): string {
   return typeof config.apiUrl === "string" ? config.apiUrl.replace(/\/+$/, "") : fallback;
 }
 
-/** Where a provider's requests go; read from the current config at every attempt. */
+/** Where a provider's requests go (empty while unconfigured); read from the current config at every attempt. */
 export function providerUrl(kind: IntegrationKind, config: Record<string, unknown>): string {
   switch (kind) {
     case "slack":
     case "discord":
-      return String(config.webhookUrl);
+      return typeof config.webhookUrl === "string" ? config.webhookUrl : "";
     case "datadog":
       return `${apiBase(config, `https://api.${String(config.site ?? "datadoghq.com")}`)}/api/v1/events`;
     case "github":
-      return `${apiBase(config, "https://api.github.com")}/repos/${String(config.repo)}/dispatches`;
+      return typeof config.repo === "string"
+        ? `${apiBase(config, "https://api.github.com")}/repos/${config.repo}/dispatches`
+        : "";
   }
 }
 

@@ -8,7 +8,7 @@ import { firstIdAt, newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import type { OutboundResponse } from "../../lib/outbound.ts";
 import { recordSystemAudit } from "../audit/service.ts";
-import { type IntegrationKind, providerAuthHeaders, providerUrl } from "../integrations/providers.ts";
+import { type IntegrationKind, providerAuthHeaders, providerUrl, unconfigured } from "../integrations/providers.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { deliveryView } from "./deliveries.ts";
 import { type DeliveryDraft, queueDeliveries } from "./events.ts";
@@ -33,6 +33,8 @@ interface Target {
   webhookId: string | null;
   /** False for a webhook switched off: its queued deliveries become `skipped`. */
   active: boolean;
+  /** Why nothing can be sent to it (an integration not configured yet): each attempt fails so. */
+  refusal: string | null;
 }
 
 function targetKey(type: string, id: string): string {
@@ -74,6 +76,7 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         secretHeaders: false,
         webhookId: hook.id,
         active: Boolean(hook.active),
+        refusal: null,
       });
     }
   }
@@ -92,6 +95,7 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
         secretHeaders: false,
         webhookId: null,
         active: true,
+        refusal: null,
       });
     }
   }
@@ -113,13 +117,15 @@ async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promise<Map<s
       // Address and credentials both come from the current config, so a retry after a change
       // never sends new credentials to the old address.
       const config = fromJsonColumn<Record<string, unknown>>(integration.config, {});
+      const kind = integration.kind as IntegrationKind;
       targets.set(targetKey("integration", integration.id), {
-        url: providerUrl(integration.kind as IntegrationKind, config),
+        url: providerUrl(kind, config),
         secret: null,
-        extraHeaders: providerAuthHeaders(integration.kind as IntegrationKind, config),
+        extraHeaders: providerAuthHeaders(kind, config),
         secretHeaders: true,
         webhookId: null,
         active: true,
+        refusal: unconfigured(kind, config),
       });
     }
   }
@@ -250,7 +256,9 @@ async function send(
     ...withoutNamesOf(fromJsonColumn<Record<string, string>>(delivery.headers, {}), target.extraHeaders),
     ...(target.secret ? signatureHeaders(target.secret, delivery.body, timestamp) : {}),
   };
-  const response = await deps.outbound.post(target.url, headers, delivery.body, signal);
+  const response: OutboundResponse = target.refusal
+    ? { statusCode: null, body: null, latencyMs: 0, error: target.refusal }
+    : await deps.outbound.post(target.url, headers, delivery.body, signal);
   const ok = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
   const error = ok ? null : (response.error ?? `HTTP ${response.statusCode}`);
   const status: DeliveryStatus = ok ? "succeeded" : request.final ? "dead" : "failed";

@@ -114,7 +114,7 @@ export async function listWebhooks({ ctx }: { ctx: OrgCtx }) {
   return { webhooks: rows.map(toWebhook) };
 }
 
-/** Changes URL or events; `active: true` resumes a disabled webhook with a fresh failure count. */
+/** Changes URL or events; `active: true` resumes a disabled webhook, and gives any a fresh failure count. */
 export async function updateWebhook({
   ctx,
   id,
@@ -138,7 +138,8 @@ export async function updateWebhook({
       ...(input.url !== undefined ? { url: input.url } : {}),
       ...(input.events !== undefined ? { events: toJsonColumn([...new Set(input.events)]) ?? "[]" } : {}),
       ...(input.active === false ? { active: 0 } : {}),
-      ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+      // `active: true` always starts the counter afresh, also on a webhook still active.
+      ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
     };
     const row = await trx
       .updateTable("webhooks")

@@ -6,6 +6,7 @@ import { pipeline } from "node:stream/promises";
 import Busboy from "busboy";
 import type { Deps } from "../../deps.ts";
 import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { hasControlCharacter } from "../../http/router.ts";
 import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { newId } from "../../lib/ids.ts";
 import { workspaceFilesDir } from "../projects/workspace-db.ts";
@@ -86,10 +87,15 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
         }
         found = true;
         const name = info.filename || "upload";
-        // The same rules as a raw upload's ?name= (which the router checks): no NUL, 255 at most.
-        if (name.includes("\u0000") || name.length > 255) {
+        // The same rules as a raw upload's ?name= (which the router checks): no NUL or other
+        // control character, 255 at most.
+        if (name.includes("\u0000") || hasControlCharacter(name) || name.length > 255) {
           stream.resume();
-          reject(new ValidationError([{ path: "file", message: "a file name has 1 to 255 characters and no NUL" }]));
+          reject(
+            new ValidationError([
+              { path: "file", message: "a file name has 1 to 255 characters and no NUL or other control character" },
+            ]),
+          );
           return;
         }
         pipeline(stream, byteLimit(limit, counted), createWriteStream(tempPath)).then(

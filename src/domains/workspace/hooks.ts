@@ -186,7 +186,7 @@ export async function getHook(ctx: WorkspaceCtx, id: string) {
   return { webhook: toHook(await findHook(ctx, id)) };
 }
 
-/** Updates a hook; `active: true` resumes a disabled one with a fresh counter and no reason. */
+/** Updates a hook; `active: true` resumes a disabled one, and gives any hook a fresh counter and no reason. */
 export async function updateHook(ctx: WorkspaceCtx, id: string, input: WorkspaceHookInput) {
   requireAdmin(ctx, true);
   await findHook(ctx, id);
@@ -215,7 +215,9 @@ export async function updateHook(ctx: WorkspaceCtx, id: string, input: Workspace
       .updateTable("webhooks")
       .set({
         ...changes,
-        ...(resuming ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+        // `active: true` always starts the counter afresh (SPEC: it resumes and resets), also on a
+        // hook still active with some failures counted.
+        ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
         updated_at: ctx.deps.clock.now().toISOString(),
       })
       .where("id", "=", id)

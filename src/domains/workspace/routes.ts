@@ -10,6 +10,7 @@ import {
   jsonBody,
   jsonContent,
   jsonObject,
+  oneLine,
   pageQuery,
   withOperationIds,
 } from "../../http/router.ts";
@@ -135,7 +136,7 @@ const uploadBody = {
   },
 };
 const FileQuery = z.object({
-  name: z.string().min(1).max(255).optional().openapi({ description: "Name of a raw upload" }),
+  name: oneLine(z.string().min(1).max(255)).optional().openapi({ description: "Name of a raw upload" }),
 });
 
 /** The only workspace operations open to callers without credentials. */
@@ -404,7 +405,9 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
           .object({
             channel: z.string().openapi({ example: "items:posts" }),
             event: z.string().openapi({ example: "created" }),
-            data: z.unknown().openapi({ description: "The row as the API returns it, projected by payloadFields" }),
+            data: z
+              .record(z.string(), z.unknown())
+              .openapi({ description: "The row as the API returns it, projected by payloadFields" }),
             deliveredAt: z.string().openapi({ description: "ISO-8601" }),
           })
           .openapi("WorkspaceEventDelivery"),
