@@ -22,6 +22,7 @@ import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
+import { idempotent, withIdempotencyKeyHeader } from "./http/idempotency.ts";
 import { identifyCaller } from "./http/identify.ts";
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
@@ -121,7 +122,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
         throw new ForbiddenError("a read-only API key may only read");
       }
     }
-    return limitRequestBody(c, next);
+    return limitRequestBody(c, () => idempotent(c, deps, sessionCookie, next));
   });
 
   api
@@ -161,16 +162,18 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
 
   let document: unknown;
   api.openapi(openApiRoute, (c) => {
-    document ??= withOperationIds(
-      api.getOpenAPI31Document({
-        openapi: "3.1.0",
-        info: {
-          title: "Plinth API",
-          version: API_VERSION,
-          description: "Control plane of a self-hostable backend-as-a-service platform.",
-        },
-        servers: [{ url: "/api" }],
-      }),
+    document ??= withIdempotencyKeyHeader(
+      withOperationIds(
+        api.getOpenAPI31Document({
+          openapi: "3.1.0",
+          info: {
+            title: "Plinth API",
+            version: API_VERSION,
+            description: "Control plane of a self-hostable backend-as-a-service platform.",
+          },
+          servers: [{ url: "/api" }],
+        }),
+      ),
     );
     return c.json(document as Record<string, unknown>, 200);
   });

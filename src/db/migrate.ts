@@ -8,6 +8,7 @@ import { jobKinds } from "./migrations/0005-job-kinds.ts";
 import { leanDeliveries } from "./migrations/0006-lean-deliveries.ts";
 import { forgetIntegrationCredentials } from "./migrations/0007-forget-integration-credentials.ts";
 import { fewerIndexWrites } from "./migrations/0008-fewer-index-writes.ts";
+import { idempotencyKeys } from "./migrations/0009-idempotency-keys.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -20,6 +21,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0006-lean-deliveries": leanDeliveries(dialect),
     "0007-forget-integration-credentials": forgetIntegrationCredentials(),
     "0008-fewer-index-writes": fewerIndexWrites(),
+    "0009-idempotency-keys": idempotencyKeys(),
   };
 }
 

@@ -242,6 +242,22 @@ export interface NotificationsTable {
   created_at: string;
 }
 
+/** A POST's `Idempotency-Key`, per caller: the request's fingerprint, then its response. */
+export interface IdempotencyKeysTable {
+  /** SHA-256 of the caller's credential (bearer token or session cookie). */
+  scope: string;
+  key: string;
+  /** SHA-256 of the method, path, query and body. */
+  fingerprint: string;
+  /** The response's status once finished; null while the request runs. */
+  status: number | null;
+  /** The response (status, type, body), AES-256-GCM under a key derived from credential and key. */
+  response: string | null;
+  /** While running: when another request may take the key over (its process died). */
+  locked_until: string;
+  created_at: string;
+}
+
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -261,4 +277,5 @@ export interface Database {
   integrations: IntegrationsTable;
   notifications: NotificationsTable;
   workspace_outbox_hints: WorkspaceOutboxHintsTable;
+  idempotency_keys: IdempotencyKeysTable;
 }

@@ -1,4 +1,5 @@
 import type { Deps } from "../deps.ts";
+import { pruneIdempotencyKeys } from "../http/idempotency.ts";
 import type { JobHandlers, RecurringJob } from "./worker.ts";
 
 const DAY_MS = 86_400_000;
@@ -14,6 +15,7 @@ export function maintenanceJobs(deps: Deps): JobHandlers {
         const now = deps.clock.now().getTime();
         await pruneBatches(deps, "succeeded", new Date(now - KEEP_SUCCEEDED_MS).toISOString());
         await pruneBatches(deps, "dead", new Date(now - KEEP_DEAD_MS).toISOString());
+        await pruneIdempotencyKeys(deps, BATCH);
       },
     },
   };

@@ -3,6 +3,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
+import { idempotent, withIdempotencyKeyHeader } from "../../http/idempotency.ts";
 import { limitRate } from "../../http/rate-limit.ts";
 import {
   createRouter,
@@ -377,7 +378,7 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
       },
     ],
   });
-  return withOperationIds(document);
+  return withIdempotencyKeyHeader(withOperationIds(document));
 }
 
 /** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
@@ -473,7 +474,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) requireAdmin(visit, write);
     else if (MEMBERS.test(path)) requireMember(visit, write);
     c.set("workspace", openWorkspace(c, runtime, visit));
-    await limitRequestBody(c, next);
+    await limitRequestBody(c, () => idempotent(c, deps, sessionCookie, next));
   });
   return app
     .openapi(r.signUp, async (c) => c.json(await signUpUser(await ctxOf(c), c.req.valid("json")), 201))
