@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { matchedRoutes } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { NoResultError, sql } from "kysely";
 import type { Auth } from "./auth/better-auth.ts";
@@ -13,6 +14,7 @@ import { auditRoutes } from "./domains/audit/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
+import { authorize, type PermissionName, resolveOrgAccess } from "./domains/orgs/access.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
@@ -22,7 +24,7 @@ import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
-import { idempotent, withIdempotencyKeyHeader } from "./http/idempotency.ts";
+import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "./http/idempotency.ts";
 import { identifyCaller } from "./http/identify.ts";
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
@@ -92,7 +94,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
 
-  const operationAdmits = operationAdmitsOf(api);
+  const operationOf = operationsOf(api);
   const limits = { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute };
   const trustedOrigin = new URL(config.publicUrl).origin;
   const sessionCookie = `${config.cookiePrefix}.session_token`;
@@ -110,7 +112,8 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
     const { method, path } = c.req;
-    const admits = operationAdmits(method, path);
+    const operation = operationOf(method, path);
+    const admits = operation?.admits ?? "anyone";
     if (admits !== "anyone") requirePrincipal(c);
     const principal = c.get("principal");
     // Likewise authorization, where it needs nothing but the request: an API key where only a
@@ -122,7 +125,10 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
         throw new ForbiddenError("a read-only API key may only read");
       }
     }
-    return limitRequestBody(c, () => idempotent(c, deps, sessionCookie, next));
+    if (!wantsIdempotency(c)) return limitRequestBody(c, next);
+    return limitRequestBody(c, async () =>
+      (await passesGuards(c, deps, operation)) ? idempotent(c, deps, sessionCookie, next) : next(),
+    );
   });
 
   api
@@ -211,14 +217,22 @@ function inOtherOrg(path: string, slug: string): boolean {
 /** Who an operation admits, from its declared `security`. */
 type Admits = "anyone" | "caller" | "account";
 
+/** An authenticated operation, and whom it admits. */
+interface Operation {
+  method: string;
+  pattern: RegExp;
+  admits: Admits;
+}
+
 /**
- * Whom each request's operation admits, read from the operations' declared `security`, so the
- * OpenAPI document and the enforcement cannot disagree: anyone, any caller, or a signed-in
- * account only (`sessionOnly`). Compiled on first use, once every route is registered.
+ * Each request's authenticated operation, read from the operations' declared `security`, so the
+ * OpenAPI document and the enforcement cannot disagree: any caller, or a signed-in account only
+ * (`sessionOnly`); undefined for public operations and unknown paths. Compiled on first use,
+ * once every route is registered.
  */
-function operationAdmitsOf(api: ReturnType<typeof createRouter>) {
-  let operations: { method: string; pattern: RegExp; admits: Admits }[] | undefined;
-  return (method: string, path: string): Admits => {
+function operationsOf(api: ReturnType<typeof createRouter>) {
+  let operations: Operation[] | undefined;
+  return (method: string, path: string): Operation | undefined => {
     operations ??= api.openAPIRegistry.definitions.flatMap((definition) => {
       if (definition.type !== "route") return [];
       const requirements = definition.route.security ?? [];
@@ -228,9 +242,36 @@ function operationAdmitsOf(api: ReturnType<typeof createRouter>) {
       const admits: Admits = requirements.some((r) => "apiKey" in r) ? "caller" : "account";
       return [{ method: definition.route.method.toUpperCase(), pattern, admits }];
     });
-    return operations.find((op) => op.method === method && op.pattern.test(path))?.admits ?? "anyone";
+    return operations.find((op) => op.method === method && op.pattern.test(path));
   };
 }
+
+/**
+ * Whether a POST carrying `Idempotency-Key` may have it looked at now: its operation exists, and
+ * in an org the caller sees the org and (where the route checks it up front) holds the
+ * permission. Otherwise the request goes on without it and hears its 404 or 403, as it would
+ * without the header; a removed member's retry is never answered from what was kept for them.
+ * The access found is kept for the handler (`orgCtx`), which need not look it up again.
+ */
+async function passesGuards(c: Context<AppEnv>, deps: Deps, operation: Operation | undefined): Promise<boolean> {
+  if (operation === undefined) return false;
+  const slug = ORG_PATH.exec(c.req.path)?.[1];
+  const principal = c.get("principal");
+  if (slug === undefined || !principal) return true;
+  try {
+    const access = await resolveOrgAccess(deps, principal, decodeURIComponent(slug));
+    // The permission the route's own middleware (`requires`) checks before the input.
+    const permission = matchedRoutes(c)
+      .map((route) => (route.handler as { permission?: PermissionName }).permission)
+      .find((name) => name !== undefined);
+    if (permission) authorize(access, permission);
+    c.set("orgAccess", access);
+    return true;
+  } catch {
+    return false;
+  }
+}
+const ORG_PATH = /^\/api\/org\/([^/]+)\//;
 
 const HTTP_EXCEPTION_CODES: Partial<Record<number, ErrorCode>> = {
   400: "BAD_REQUEST",

@@ -165,9 +165,12 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
   }
   const [status, message] = CLIENT_ERRORS[error.code ?? ""] ?? [400, "malformed HTTP request"];
   const body = JSON.stringify(errorBody("BAD_REQUEST", message));
-  // An answer to HEAD has no body (RFC 9110 §9.3.2); the parser has read at least the method
-  // when it refuses the headers.
-  const head = (error as { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString("latin1") === "HEAD ";
+  // An answer to HEAD has no body (RFC 9110 §9.3.2). The chunk the parser refused may not start
+  // with the request line (it came in an earlier one, or there is none, as on a timeout), so the
+  // body goes only with a request line seen to name another method.
+  const packet = (error as { rawPacket?: Buffer }).rawPacket?.subarray(0, 16).toString("latin1") ?? "";
+  const method = /^([A-Z]+) /.exec(packet)?.[1];
+  const head = method === undefined || method === "HEAD";
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\n` +

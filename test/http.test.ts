@@ -301,10 +301,18 @@ describe("error envelope", () => {
 
 describe("requests Node's HTTP parser or the Fetch API refuse", () => {
   /** Sends raw bytes and reads the whole answer (the server closes the connection). */
-  function raw(bytes: string): Promise<{ status: number; headers: string; body: string }> {
+  function raw(bytes: string | string[]): Promise<{ status: number; headers: string; body: string }> {
     const { hostname, port } = new URL(app.url);
+    const [first = "", ...rest] = typeof bytes === "string" ? [bytes] : bytes;
     return new Promise((resolve, reject) => {
-      const socket = connect(Number(port), hostname, () => socket.write(bytes));
+      // Each further part goes out after a pause, so that it reaches the parser as a chunk of its own.
+      const socket = connect(Number(port), hostname, async () => {
+        socket.write(first);
+        for (const part of rest) {
+          await new Promise((wait) => setTimeout(wait, 50));
+          socket.write(part);
+        }
+      });
       let answer = "";
       socket.setEncoding("utf8");
       socket.on("data", (chunk) => {
@@ -331,10 +339,13 @@ describe("requests Node's HTTP parser or the Fetch API refuse", () => {
     expectEnvelope(JSON.parse(res.body), "BAD_REQUEST");
   });
 
-  it("answers HEAD with the status and no body", async () => {
+  it("answers HEAD with the status and no body, also when its headers come after the request line", async () => {
     const res = await raw(`HEAD /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
     expect(res.status).toBe(431);
     expect(res.body).toBe("");
+    const split = await raw(["HEAD /api/health HTTP/1.1\r\nHost: x\r\n", `X-Big: ${"a".repeat(20_000)}\r\n\r\n`]);
+    expect(split.status).toBe(431);
+    expect(split.body).toBe("");
   });
 });
 

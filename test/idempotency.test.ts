@@ -2,18 +2,24 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pruneIdempotencyKeys } from "../src/http/idempotency.ts";
 import {
+  addMember,
   type CallResult,
   call,
   createActiveProject,
   createApiKey,
   createOrg,
+  type Mailbox,
   signUp,
   startApp,
+  startMailbox,
+  startReceiver,
   type TestApp,
   type TestUser,
+  until,
 } from "./harness.ts";
 
 let app: TestApp;
+let mailbox: Mailbox;
 let owner: TestUser;
 let slug: string;
 let key: string;
@@ -47,7 +53,8 @@ function withKey(idempotencyKey: string, options: Parameters<typeof call>[3] = {
 }
 
 beforeAll(async () => {
-  app = await startApp({ WORKER_POLL_MS: "50" });
+  mailbox = await startMailbox();
+  app = await startApp({ WORKER_POLL_MS: "50", ALLOW_PRIVATE_WEBHOOK_URLS: "true", SMTP_URL: mailbox.url });
   owner = await signUp(app);
   slug = (await createOrg(app, owner, "Idempotent")).slug;
   key = (await createApiKey(app, owner, slug, "full")).token;
@@ -59,6 +66,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await app?.close();
+  await mailbox?.close();
 });
 
 describe("Idempotency-Key on POST", () => {
@@ -89,10 +97,16 @@ describe("Idempotency-Key on POST", () => {
     const audit = (await call(app, "GET", `/org/${slug}/audit?action=project.created`, { token: key })).body.events;
     expect(audit.filter((e: { target: { id: string } }) => e.target.id === first.body.project.id)).toHaveLength(1);
 
-    // The stored answer holds the admin token only sealed: the database never has it in clear.
-    const rows = await sql<{ response: string }>`select response from idempotency_keys`.execute(app.server.deps.db);
+    // The stored answer holds the admin token only sealed, and the key only hashed: the
+    // database has neither in clear.
+    const rows = await sql<{ key: string; response: string }>`select key, response from idempotency_keys`.execute(
+      app.server.deps.db,
+    );
     expect(rows.rows.length).toBeGreaterThan(0);
-    for (const row of rows.rows) expect(row.response).not.toContain(first.body.adminToken);
+    for (const row of rows.rows) {
+      expect(row.response).not.toContain(first.body.adminToken);
+      expect(row.key).toMatch(/^[0-9a-f]{64}$/);
+    }
   });
 
   it("refuses the key with another request (422) and keeps it per caller", async () => {
@@ -192,6 +206,79 @@ describe("Idempotency-Key on POST", () => {
     }
     const anonymous = await call(app, "POST", `/org/${slug}/projects`, withKey("anon-1", { body: { name: "Nope" } }));
     expect(anonymous.status).toBe(401);
+    // Operations that do not take part ignore the header, whatever it holds.
+    const signIn = await call(
+      app,
+      "POST",
+      "/auth/sign-in/email",
+      withKey("has space", { body: { email: owner.email, password: "wrong-password-1" } }),
+    );
+    expect(signIn.status).toBe(401);
+  });
+
+  it("lets a request whose holder stalled past its lease be taken over, and only the new holder records", async () => {
+    let release: () => void = () => {};
+    const stalled = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const receiver = await startReceiver(async (_request, index) => {
+      if (index === 0) await stalled;
+      return { status: 200, body: `answer ${index}` };
+    });
+    try {
+      const created = await call(app, "POST", `/org/${slug}/webhooks`, {
+        token: key,
+        body: { url: `${receiver.url}/hook`, events: ["*"] },
+      });
+      expect(created.status).toBe(201);
+      const test = () =>
+        call(app, "POST", `/webhooks/${created.body.webhook.id}/test`, withKey("lease-1", { token: key }));
+      const first = test();
+      await until("the first test send to arrive", () => receiver.requests.length === 1);
+      expect((await test()).status).toBe(409);
+      app.clock.advance(11 * 60 * 1000);
+      let second: CallResult;
+      try {
+        second = await test();
+      } finally {
+        app.clock.advance(-11 * 60 * 1000);
+      }
+      expect(second.status).toBe(200);
+      expect(second.headers.get("idempotent-replayed")).toBeNull();
+      release();
+      expect((await first).status).toBe(200);
+      // The first request, taken over, did not overwrite the answer kept for the second.
+      const third = await test();
+      expect(third.headers.get("idempotent-replayed")).toBe("true");
+      expect(third.body.delivery.id).toBe(second.body.delivery.id);
+    } finally {
+      release();
+      await receiver.close();
+    }
+  });
+
+  it("comes after the guards: an outsider hears 404, a role short of the operation 403, a removed member no replay", async () => {
+    const { user: developer, memberId } = await addMember(app, mailbox, owner, slug, "developer");
+    const { user: viewer } = await addMember(app, mailbox, owner, slug, "viewer");
+    const outsider = await signUp(app);
+    const create = (who: TestUser, idempotencyKey: string, name: string) =>
+      call(app, "POST", `/org/${slug}/projects`, withKey(idempotencyKey, { cookie: who.cookie, body: { name } }));
+
+    // A malformed key is no business of callers the operation refuses anyway, nor of unknown paths.
+    expect((await create(outsider, "bad key", "Outsider")).status).toBe(404);
+    expect((await create(viewer, "bad key", "Viewer")).status).toBe(403);
+    const unknown = await call(app, "POST", `/org/${slug}/nothing-here`, withKey("bad key", { cookie: owner.cookie }));
+    expect(unknown.status).toBe(404);
+    expect((await create(developer, "bad key", "Developer")).status).toBe(422);
+
+    const first = await create(developer, "dev-1", "By Developer");
+    expect(first.status, JSON.stringify(first.body)).toBe(201);
+    expect((await create(developer, "dev-1", "By Developer")).headers.get("idempotent-replayed")).toBe("true");
+    const removed = await call(app, "DELETE", `/org/${slug}/members/${memberId}`, { cookie: owner.cookie });
+    expect(removed.status).toBe(204);
+    const retried = await create(developer, "dev-1", "By Developer");
+    expect(retried.status).toBe(404);
+    expect(JSON.stringify(retried.body)).not.toContain(first.body.adminToken);
   });
 
   it("is declared on the POSTs of both OpenAPI documents that take it", async () => {

@@ -475,6 +475,17 @@ describe("workspace users, files and their events", () => {
   });
 
   it("keeps a multipart file name sent as raw UTF-8, as browsers and curl send it", async () => {
+    // A `%` that starts no escape is itself, as URL parsers take it.
+    const percent = await fetch(`${app.url}/w/${projectId}/api/files?name=50%off.txt`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+      body: "x",
+    });
+    expect(percent.status).toBe(201);
+    const kept = (await percent.json()) as { file: { id: string; name: string } };
+    expect(kept.file.name).toBe("50%off.txt");
+    expect((await ws("DELETE", `/files/${kept.file.id}`, { token: adminToken })).status).toBe(204);
+
     const body =
       `--b0undary\r\nContent-Disposition: form-data; name="file"; filename="日本 café.txt"\r\n` +
       "Content-Type: text/plain\r\n\r\nx\r\n--b0undary--\r\n";
@@ -514,6 +525,56 @@ describe("workspace users, files and their events", () => {
     } finally {
       errors.mockRestore();
     }
+  });
+
+  it("audits an admin's collection create and user delete in the org's log, and hooks never see those rows", async () => {
+    const everything = await ws("POST", "/webhooks", {
+      token: adminToken,
+      body: { name: "everything", url: `${receiver.url}/everything`, events: ["*", "*:*", "*:*:*"] },
+    });
+    expect(everything.status).toBe(201);
+    expect(
+      (await ws("POST", "/collections", { token: adminToken, body: { slug: "audited", name: "Audited" } })).status,
+    ).toBe(201);
+    // A create the database refuses (the slug exists) is no change, and has no row.
+    expect((await ws("POST", "/collections", { token: adminToken, body: { slug: "audited" } })).status).toBe(409);
+    const user = await ws("POST", "/auth/sign-up", {
+      body: { email: "audited@example.test", password: "long-enough-pw" },
+    });
+    expect((await ws("DELETE", `/users/${user.body.user.id}`, { token: adminToken })).status).toBe(204);
+
+    const audit = async (action: string) =>
+      (await call(app, "GET", `/org/${slug}/audit?action=${action}&limit=500`, { cookie: owner.cookie })).body.events;
+    const [created] = await until("the collection's audit row", async () => {
+      const rows = (await audit("workspace_collection.created")).filter(
+        (e: { target: { id: string } }) => e.target.id === "audited",
+      );
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(created).toMatchObject({
+      action: "workspace_collection.created",
+      actor: { type: "workspace_admin" },
+      target: { type: "collection", id: "audited" },
+      data: { projectId, name: "Audited" },
+    });
+    const [deleted] = await until("the user's audit row", async () => {
+      const rows = (await audit("workspace_user.deleted")).filter(
+        (e: { target: { id: string } }) => e.target.id === user.body.user.id,
+      );
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(deleted).toMatchObject({ actor: { type: "workspace_admin" }, data: { projectId } });
+    await until("the user_deleted delivery", () =>
+      receiver.requests.some((r) => r.path === "/everything" && r.body.includes('"user_deleted"')),
+    );
+    expect(
+      (await audit("workspace_collection.created")).filter(
+        (e: { target: { id: string } }) => e.target.id === "audited",
+      ),
+    ).toHaveLength(1);
+    expect(receiver.requests.filter((r) => r.body.includes("_audit"))).toEqual([]);
+    // The later tests count this receiver's requests.
+    expect((await ws("DELETE", `/webhooks/${everything.body.webhook.id}`, { token: adminToken })).status).toBe(204);
   });
 
   it("raises no event for a write that fails", async () => {

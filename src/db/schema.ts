@@ -246,9 +246,12 @@ export interface NotificationsTable {
 export interface IdempotencyKeysTable {
   /** SHA-256 of the caller's credential (bearer token or session cookie). */
   scope: string;
+  /** SHA-256 of the Idempotency-Key. */
   key: string;
   /** SHA-256 of the method, path, query and body. */
   fingerprint: string;
+  /** A random mark of the request holding the key: only it records the answer. */
+  holder: string;
   /** The response's status once finished; null while the request runs. */
   status: number | null;
   /** The response (status, type, body), AES-256-GCM under a key derived from credential and key. */

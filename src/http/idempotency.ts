@@ -7,13 +7,20 @@ import { hasJsonBody } from "./router.ts";
 
 /** How long a key is remembered: a retry within this window gets the first answer. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
-/** How long a request may hold its key before another may take it over (its process died). */
-const LEASE_MS = 60_000;
+/**
+ * How long a request may hold its key before another may take it over (its process died): far
+ * longer than any request runs (a webhook test send waits WEBHOOK_TIMEOUT_MS at most). A holder
+ * taken over records nothing: only the holder of the claim writes the answer.
+ */
+const LEASE_MS = 10 * 60_000;
 /** Printable ASCII, as IETF's Idempotency-Key draft and Stripe take it (a UUID fits). */
 const KEY_FORM = /^[\x21-\x7e]{1,255}$/;
 const HEADER = "Idempotency-Key";
 /** File uploads stream (their bodies are not kept); sign-in and sign-up answer with cookies. */
 const NOT_KEPT = /^\/w\/[^/]+\/api\/files$|^(\/w\/[^/]+)?\/api\/auth\//;
+const JSON_TYPE = /^application\/json\b/i;
+/** Statuses whose answers have no body. */
+const BODYLESS = new Set([204, 205, 304]);
 
 interface Stored {
   status: number;
@@ -27,8 +34,9 @@ function sha256(text: string): string {
 
 /**
  * The stored response is sealed under a key derived from the caller's credential and the
- * Idempotency-Key, neither of which the database holds: what a create answered once (an admin
- * token, a key's plaintext) is readable again only by whoever could send that request again.
+ * Idempotency-Key, neither of which the database holds (it keeps their hashes): what a create
+ * answered once (an admin token, a key's plaintext) is readable again only by whoever could send
+ * that request again.
  */
 function sealingKey(credential: string, key: string): Buffer {
   return createHash("sha256").update(`plinth idempotency\0${credential}\0${key}`).digest();
@@ -53,12 +61,21 @@ function unseal(text: string, secret: Buffer): Stored | null {
 }
 
 /**
- * Only a success is kept. Every failure changed nothing (a change and its audit row commit
- * together or not at all), so a retry with the same key runs again: after fixing the body of a
- * 422, after a 409 or a 5xx, or once a 403's role has been granted.
+ * Only a success with a JSON body (or none) is kept. A failure normally changed nothing (a change
+ * and its audit row commit together or not at all), so a retry with the same key runs again:
+ * after fixing the body of a 422, after a 409 or a 5xx, or once a 403's role has been granted.
  */
-function keeps(status: number): boolean {
-  return status >= 200 && status < 300;
+function keeps(response: Response): boolean {
+  const type = response.headers.get("content-type");
+  return response.status >= 200 && response.status < 300 && (type === null || JSON_TYPE.test(type));
+}
+
+/**
+ * Whether a request takes part in `Idempotency-Key` handling: checked before `idempotent` is
+ * entered, so that no other request pays for it.
+ */
+export function wantsIdempotency(c: Context): boolean {
+  return c.req.method === "POST" && c.req.header(HEADER) !== undefined;
 }
 
 /**
@@ -70,7 +87,8 @@ function keeps(status: number): boolean {
  * failure, which changed nothing, a retry with the key runs again.
  *
  * Only POSTs with a JSON body or none take part (not file uploads, which stream, nor sign-in and
- * sign-up), and only from a caller with a credential: an anonymous request has no one to replay to.
+ * sign-up), and only from a caller with a credential: an anonymous request has no one to replay
+ * to. The header is ignored by the rest, whatever it holds.
  */
 export async function idempotent(
   c: Context,
@@ -79,16 +97,16 @@ export async function idempotent(
   next: () => Promise<void>,
 ): Promise<void> {
   const key = c.req.header(HEADER);
-  if (key === undefined || c.req.method !== "POST") return next();
+  if (key === undefined || c.req.method !== "POST" || NOT_KEPT.test(c.req.path)) return next();
+  const authorization = c.req.header("authorization");
+  const cookie = authorization ? undefined : getCookie(c, sessionCookie);
+  const credential = authorization ?? (cookie ? `cookie:${cookie}` : undefined);
+  if (credential === undefined) return next();
   if (!KEY_FORM.test(key)) {
     throw new ValidationError([
       { path: `header.${HEADER}`, message: "must be 1 to 255 printable ASCII characters (a UUID, say)" },
     ]);
   }
-  const authorization = c.req.header("authorization");
-  const cookie = authorization ? undefined : getCookie(c, sessionCookie);
-  const credential = authorization ?? (cookie ? `cookie:${cookie}` : undefined);
-  if (credential === undefined || NOT_KEPT.test(c.req.path)) return next();
   let body = "";
   if (hasJsonBody(c)) {
     try {
@@ -100,51 +118,78 @@ export async function idempotent(
   }
   const url = c.req.url;
   const query = url.indexOf("?");
-  const fingerprint = sha256(`POST ${c.req.path}${query < 0 ? "" : url.slice(query)}\n${body}`);
-  const scope = sha256(credential);
+  const claim: Claim = {
+    scope: sha256(credential),
+    key: sha256(key),
+    fingerprint: sha256(`POST ${c.req.path}${query < 0 ? "" : url.slice(query)}\n${body}`),
+    holder: randomBytes(12).toString("hex"),
+  };
   const secret = sealingKey(credential, key);
-  const now = deps.clock.now().getTime();
-  const at = new Date(now).toISOString();
 
-  const claimed = await claim(deps, scope, key, fingerprint, now);
-  if (claimed !== "run") {
-    const stored = unseal(claimed, secret);
+  const sealed = await take(deps, claim);
+  if (sealed !== null) {
+    const stored = unseal(sealed, secret);
     if (!stored) throw new ConflictError(`${HEADER} was used for a request whose answer cannot be read back`);
-    c.res = new Response(stored.body, {
+    c.res = new Response(BODYLESS.has(stored.status) ? null : stored.body, {
       status: stored.status,
       headers: { ...(stored.contentType ? { "content-type": stored.contentType } : {}), "idempotent-replayed": "true" },
     });
     return;
   }
-  let status = 500;
+  let kept: Stored | null = null;
   try {
     await next();
-    status = c.res.status;
-  } finally {
-    if (keeps(status)) {
-      const stored: Stored = {
-        status,
-        contentType: c.res.headers.get("content-type"),
-        body: await c.res.clone().text(),
-      };
-      await deps.db
-        .updateTable("idempotency_keys")
-        .set({ status, response: seal(stored, secret), locked_until: at })
-        .where("scope", "=", scope)
-        .where("key", "=", key)
-        .execute();
-    } else {
-      await deps.db.deleteFrom("idempotency_keys").where("scope", "=", scope).where("key", "=", key).execute();
+    if (keeps(c.res)) {
+      kept = { status: c.res.status, contentType: c.res.headers.get("content-type"), body: await c.res.clone().text() };
     }
+  } finally {
+    // The answer goes out whatever happens to its record: a record that cannot be written leaves
+    // the key held until its lease lapses, and a retry after that runs again.
+    await record(deps, claim, kept && { status: kept.status, sealed: seal(kept, secret) }).catch((error: unknown) =>
+      deps.log.error({ err: error }, "recording an idempotent request's answer failed"),
+    );
   }
 }
 
+interface Claim {
+  scope: string;
+  /** SHA-256 of the Idempotency-Key. */
+  key: string;
+  fingerprint: string;
+  /** This request's own mark on the row: only the request holding it records the answer. */
+  holder: string;
+}
+
+/** Keeps the answer under the claim, or gives the key up (null), if still its holder. */
+async function record(deps: Deps, claim: Claim, answer: { status: number; sealed: string } | null): Promise<void> {
+  if (answer === null) {
+    await deps.db
+      .deleteFrom("idempotency_keys")
+      .where("scope", "=", claim.scope)
+      .where("key", "=", claim.key)
+      .where("holder", "=", claim.holder)
+      .execute();
+    return;
+  }
+  await deps.db
+    .updateTable("idempotency_keys")
+    .set({ status: answer.status, response: answer.sealed })
+    .where("scope", "=", claim.scope)
+    .where("key", "=", claim.key)
+    .where("holder", "=", claim.holder)
+    .execute();
+}
+
+const RUNNING = `a request with this ${HEADER} is still running; retry once it has answered`;
+
 /**
- * Takes the key for this request ("run"), or returns the sealed answer of the request that had
+ * Takes the key for this request (null), or returns the sealed answer of the request that had
  * it. Refuses a different request under the key (422) and one whose twin is still running (409).
  * A key older than the window is forgotten first; one whose holder's lease lapsed is taken over.
  */
-async function claim(deps: Deps, scope: string, key: string, fingerprint: string, now: number): Promise<string> {
+async function take(deps: Deps, claim: Claim): Promise<string | null> {
+  const { scope, key, fingerprint, holder } = claim;
+  const now = deps.clock.now().getTime();
   const createdAt = new Date(now).toISOString();
   const lockedUntil = new Date(now + LEASE_MS).toISOString();
   for (let round = 0; round < 2; round++) {
@@ -154,6 +199,7 @@ async function claim(deps: Deps, scope: string, key: string, fingerprint: string
         scope,
         key,
         fingerprint,
+        holder,
         status: null,
         response: null,
         locked_until: lockedUntil,
@@ -161,7 +207,7 @@ async function claim(deps: Deps, scope: string, key: string, fingerprint: string
       })
       .onConflict((oc) => oc.columns(["scope", "key"]).doNothing())
       .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return "run";
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return null;
     const row = await deps.db
       .selectFrom("idempotency_keys")
       .selectAll()
@@ -183,22 +229,20 @@ async function claim(deps: Deps, scope: string, key: string, fingerprint: string
         { path: `header.${HEADER}`, message: "was already used for a different request (method, path, query or body)" },
       ]);
     }
-    if (row.status !== null && row.response !== null) return row.response;
-    if (Date.parse(row.locked_until) > now) {
-      throw new ConflictError(`a request with this ${HEADER} is still running; retry once it has answered`);
-    }
+    if (row.response !== null) return row.response;
+    if (Date.parse(row.locked_until) > now) throw new ConflictError(RUNNING);
     const taken = await deps.db
       .updateTable("idempotency_keys")
-      .set({ locked_until: lockedUntil })
+      .set({ holder, locked_until: lockedUntil })
       .where("scope", "=", scope)
       .where("key", "=", key)
-      .where("status", "is", null)
-      .where("locked_until", "=", row.locked_until)
+      .where("holder", "=", row.holder)
+      .where("response", "is", null)
       .executeTakeFirst();
-    if (Number(taken.numUpdatedRows) > 0) return "run";
-    throw new ConflictError(`a request with this ${HEADER} is still running; retry once it has answered`);
+    if (Number(taken.numUpdatedRows) > 0) return null;
+    throw new ConflictError(RUNNING);
   }
-  throw new ConflictError(`a request with this ${HEADER} is still running; retry once it has answered`);
+  throw new ConflictError(RUNNING);
 }
 
 /** Forgets keys older than the window, oldest first, in batches (the daily maintenance job). */

@@ -61,7 +61,18 @@ function inputIssues(value: unknown, path: readonly string[], target: string, is
   }
 }
 
-const PERCENT_MESSAGE = "must be percent-encoded UTF-8: it holds an escape that decodes to no text";
+const PERCENT_MESSAGE = "must be percent-encoded UTF-8: it holds escapes that decode to no text";
+/** A `%` that starts no escape is taken as itself, as the parser (and WHATWG URL) take it. */
+const STRAY_PERCENT = /%(?![0-9A-Fa-f]{2})/g;
+
+/** `text` as a query component decodes to, or undefined when its escapes are no UTF-8. */
+function decodedQueryText(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text.replaceAll("+", " ").replace(STRAY_PERCENT, "%25"));
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Query parameters whose percent-escapes are no UTF-8 (`%FF`, an encoded surrogate `%ED%A0%80`):
@@ -73,17 +84,12 @@ function badlyEncoded(url: string): FieldIssue[] {
   const issues: FieldIssue[] = [];
   for (const pair of url.slice(query + 1).split("&")) {
     if (!pair.includes("%")) continue;
-    const [key = "", value = ""] = pair.split("=", 2);
-    const decoded = (text: string) => {
-      try {
-        decodeURIComponent(text.replaceAll("+", " "));
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    if (!decoded(key) || !decoded(value))
-      issues.push({ path: decoded(key) ? decodeURIComponent(key) : key, message: PERCENT_MESSAGE });
+    const equals = pair.indexOf("=");
+    const key = equals < 0 ? pair : pair.slice(0, equals);
+    const name = decodedQueryText(key);
+    if (name === undefined || (equals >= 0 && decodedQueryText(pair.slice(equals + 1)) === undefined)) {
+      issues.push({ path: name ?? key, message: PERCENT_MESSAGE });
+    }
   }
   return issues;
 }

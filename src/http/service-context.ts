@@ -24,11 +24,16 @@ export async function orgCtx(c: Context<AppEnv>, deps: Deps, slug: string): Prom
  * kept for `orgCtx`, which then does not look it up again; the service still authorizes, and
  * checks what depends on the input (granting the owner role, say).
  */
-export function requires(deps: Deps, permission: PermissionName): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+export function requires(
+  deps: Deps,
+  permission: PermissionName,
+): MiddlewareHandler<AppEnv> & { permission: PermissionName } {
+  const middleware: MiddlewareHandler<AppEnv> = async (c, next) => {
     const access: OrgAccess = await resolveOrgAccess(deps, requirePrincipal(c), c.req.param("slug") ?? "");
     authorize(access, permission);
     c.set("orgAccess", access);
     await next();
   };
+  // Named on the middleware, so that what runs before it (Idempotency-Key) can check it first.
+  return Object.assign(middleware, { permission });
 }

@@ -1,9 +1,10 @@
 import type { Kysely } from "kysely";
 
 /**
- * `Idempotency-Key` on POST: one row per caller and key, holding a fingerprint of the request
- * and, once it has finished, its response (encrypted with a key only the caller can derive).
- * Rows are looked up by their primary key and pruned by age.
+ * `Idempotency-Key` on POST: one row per caller and key (both hashed), holding a fingerprint of
+ * the request, the mark of the request running under it and, once that has finished, its
+ * response (encrypted with a key only the caller can derive). Rows are looked up by their
+ * primary key and pruned by age.
  */
 export function idempotencyKeys() {
   return {
@@ -14,6 +15,7 @@ export function idempotencyKeys() {
         .addColumn("scope", "text", (c) => c.notNull())
         .addColumn("key", "text", (c) => c.notNull())
         .addColumn("fingerprint", "text", (c) => c.notNull())
+        .addColumn("holder", "text", (c) => c.notNull())
         .addColumn("status", "integer")
         .addColumn("response", "text")
         .addColumn("locked_until", "text", (c) => c.notNull())

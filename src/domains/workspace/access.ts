@@ -8,6 +8,7 @@ import type { RateLimiter } from "../../http/rate-limit.ts";
 import { textIssue } from "../../http/router.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { authenticateApiKey } from "../api-keys/service.ts";
+import type { AuditActor } from "../audit/service.ts";
 import { hasRole, type Role } from "../orgs/access.ts";
 import type { ProjectRow } from "../projects/service.ts";
 import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
@@ -209,6 +210,18 @@ async function resolveCaller<E extends AppEnv>(
 }
 
 /** 401 without credentials; 403 for a workspace user, or a read-only key on a write. */
+/** Who the audit log names for a workspace caller: the admin (by token, key or account), or the workspace. */
+export function workspaceActor(ctx: Pick<WorkspaceCtx, "caller" | "project">): AuditActor {
+  const caller = ctx.caller;
+  return caller.kind === "admin"
+    ? {
+        type: caller.via === "admin_token" ? "workspace_admin" : caller.via === "api_key" ? "api_key" : "account",
+        id: caller.id,
+        email: caller.email ?? null,
+      }
+    : { type: "workspace", id: ctx.project.id, email: null };
+}
+
 export function requireAdmin(ctx: Pick<WorkspaceCtx, "caller">, write: boolean): void {
   if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
   if (ctx.caller.kind !== "admin") throw new ForbiddenError("this needs the workspace admin");

@@ -7,8 +7,12 @@ import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
 import { derivedId, newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { deliveryHeaders } from "../webhooks/events.ts";
+import { AUDIT_CHANNEL, auditRows } from "./audit.ts";
 import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
 import { matchesAnyPattern, projectPayload } from "./patterns.ts";
+
+/** An outbox row as read back. */
+type OutboxEvent = { id: string; channel: string; event: string; data: string; created_at: string };
 
 export interface WorkspaceEvent {
   channel: string;
@@ -185,6 +189,7 @@ export class WorkspaceDispatcher {
       .where("id", "=", projectId)
       .executeTakeFirst();
     if (!project) return;
+    const audits = events.filter((event) => event.channel === AUDIT_CHANNEL) as OutboxEvent[];
     const hooks = await deps.db
       .selectFrom("webhooks")
       .select(["id", "url", "events", "payload_fields"])
@@ -192,7 +197,7 @@ export class WorkspaceDispatcher {
       .where("deleted_at", "is", null)
       .where("active", "=", 1)
       .execute();
-    if (hooks.length === 0) return;
+    if (hooks.length === 0 && audits.length === 0) return;
     const at = deps.clock.now().toISOString();
     const targets = hooks.map((hook) => ({
       hook,
@@ -201,6 +206,7 @@ export class WorkspaceDispatcher {
     }));
     const rows: Selectable<WebhookDeliveriesTable>[] = [];
     for (const event of events) {
+      if (event.channel === AUDIT_CHANNEL) continue;
       const name = `${event.channel}:${event.event}`;
       // The body for hooks that take the whole row, shared by them: the outbox holds the data as
       // JSON.stringify wrote it, so it goes in as it is (the bytes JSON.stringify would write).
@@ -243,10 +249,12 @@ export class WorkspaceDispatcher {
         });
       }
     }
-    if (rows.length === 0) return;
+    if (rows.length === 0 && audits.length === 0) return;
     // Through the queue's transaction: on PostgreSQL this process's worker gets the new jobs
     // after the commit, without claiming them.
     await deps.jobs.transaction(deps.db, async (trx) => {
+      // An audit row dispatched before (a crash before the outbox was cleared) is there already.
+      await insertRows(trx, deps.dialect, "audit_events", auditRows(project.org_id, audits), { skipConflictOn: "id" });
       // A delivery that exists already (the event was dispatched before) has its job already:
       // only the deliveries inserted now get one.
       const added = await insertRows(trx, deps.dialect, "webhook_deliveries", rows, {

@@ -9,7 +9,7 @@ import { recordAuditAs } from "../audit/service.ts";
 import { deliveryView, listDeliveries } from "../webhooks/deliveries.ts";
 import { attemptDelivery, isReservedHeader, sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
-import { requireAdmin, type WorkspaceCtx } from "./access.ts";
+import { requireAdmin, type WorkspaceCtx, workspaceActor } from "./access.ts";
 
 type WebhookRow = Selectable<WebhooksTable>;
 
@@ -44,16 +44,7 @@ function toHook(row: WebhookRow) {
 
 /** Audits a change to a workspace hook as whoever made it; secrets are never in the data. */
 async function auditHook(trx: Db, ctx: WorkspaceCtx, action: string, hookId: string, data: Record<string, unknown>) {
-  const caller = ctx.caller;
-  const actor =
-    caller.kind === "admin"
-      ? {
-          type: caller.via === "admin_token" ? "workspace_admin" : caller.via === "api_key" ? "api_key" : "account",
-          id: caller.id,
-          email: caller.email ?? null,
-        }
-      : { type: "workspace", id: ctx.project.id, email: null };
-  await recordAuditAs(trx, ctx.deps, actor, ctx.ip, {
+  await recordAuditAs(trx, ctx.deps, workspaceActor(ctx), ctx.ip, {
     orgId: ctx.project.org_id,
     action,
     target: { type: "webhook", id: hookId },

@@ -4,6 +4,7 @@ import { MAX_BODY_BYTES } from "../../http/body-limit.ts";
 import { AppError, ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
+import { auditEvent } from "./audit.ts";
 import type { WorkspaceDb } from "./databases.ts";
 import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
@@ -25,7 +26,19 @@ export async function createCollection(ctx: WorkspaceCtx, input: { slug: string;
     created_at: ctx.deps.clock.now().toISOString(),
   };
   try {
-    await ctx.db.insertInto("collections").values(row).execute();
+    await writeWithEvent(ctx, async (trx) => {
+      await trx.insertInto("collections").values(row).execute();
+      return {
+        result: undefined,
+        event: null,
+        audit: auditEvent(
+          ctx,
+          "workspace_collection.created",
+          { type: "collection", id: row.slug },
+          { name: row.name },
+        ),
+      };
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw new ConflictError(`collection '${input.slug}' already exists`);
     throw error;

@@ -3,7 +3,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
-import { idempotent, withIdempotencyKeyHeader } from "../../http/idempotency.ts";
+import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "../../http/idempotency.ts";
 import { limitRate } from "../../http/rate-limit.ts";
 import {
   createRouter,
@@ -474,7 +474,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     if (ADMIN_ONLY.test(path) || (method === "POST" && CREATE_COLLECTION.test(path))) requireAdmin(visit, write);
     else if (MEMBERS.test(path)) requireMember(visit, write);
     c.set("workspace", openWorkspace(c, runtime, visit));
-    await limitRequestBody(c, () => idempotent(c, deps, sessionCookie, next));
+    await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
   });
   return app
     .openapi(r.signUp, async (c) => c.json(await signUpUser(await ctxOf(c), c.req.valid("json")), 201))

@@ -5,6 +5,7 @@ import { ConflictError, NotFoundError, UnauthorizedError } from "../../http/erro
 import { newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { requireAdmin, type WorkspaceCtx } from "./access.ts";
+import { auditEvent } from "./audit.ts";
 import { writeWithEvent } from "./writes.ts";
 
 /** scrypt with 16 MiB of memory per hash: memory-hard, so guessing at scale stays expensive. */
@@ -145,6 +146,10 @@ export async function deleteUser(ctx: WorkspaceCtx, id: string): Promise<void> {
       | UserRow
       | undefined;
     if (!removed) throw new NotFoundError("user not found");
-    return { result: undefined, event: { channel: "auth", event: "user_deleted", data: toUser(removed) } };
+    return {
+      result: undefined,
+      event: { channel: "auth", event: "user_deleted", data: toUser(removed) },
+      audit: auditEvent(ctx, "workspace_user.deleted", { type: "workspace_user", id: removed.id }),
+    };
   });
 }

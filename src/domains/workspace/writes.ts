@@ -10,6 +10,8 @@ import { outboxRows, type WorkspaceEvent } from "./dispatch.ts";
 export interface Applied<T = unknown> {
   result: T;
   event: WorkspaceEvent | null;
+  /** The audit row of an admin's change, as an outbox event (see `auditEvent`). */
+  audit?: WorkspaceEvent;
 }
 
 /** A row of a workspace table (the template's schema, not Plinth's). */
@@ -48,8 +50,8 @@ export function insertWithEvent<T>(ctx: WorkspaceCtx, table: string, row: Row, a
 
 async function write<T>(ctx: WorkspaceCtx, change: Write): Promise<T> {
   await ctx.runtime.dispatcher.markPending(ctx.project.id);
-  const { result, event } = await groupWrite(ctx.db, ctx.deps, change);
-  if (event) ctx.runtime.dispatcher.schedule(ctx.project.id);
+  const { result, event, audit } = await groupWrite(ctx.db, ctx.deps, change);
+  if (event || audit) ctx.runtime.dispatcher.schedule(ctx.project.id);
   return result as T;
 }
 
@@ -124,7 +126,10 @@ type Outcome = { ok: true; value: Applied } | { ok: false; error: unknown };
 
 /** The outbox events of the writes that were applied. */
 function eventsOf(applied: Applied[]): WorkspaceEvent[] {
-  return applied.flatMap((outcome) => (outcome.event ? [outcome.event] : []));
+  return applied.flatMap((outcome) => [
+    ...(outcome.event ? [outcome.event] : []),
+    ...(outcome.audit ? [outcome.audit] : []),
+  ]);
 }
 
 /** The rows of a group's inserts, by table. */

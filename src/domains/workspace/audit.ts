@@ -1,0 +1,67 @@
+import type { Selectable } from "kysely";
+import type { AuditEventsTable } from "../../db/schema.ts";
+import { derivedId } from "../../lib/ids.ts";
+import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import type { AuditActor } from "../audit/service.ts";
+import { type WorkspaceCtx, workspaceActor } from "./access.ts";
+import type { WorkspaceEvent } from "./dispatch.ts";
+
+/**
+ * Outbox events of this channel carry audit rows, never deliveries (no hook pattern can start
+ * with `_`). A workspace change commits in the workspace database, which on SQLite cannot share a
+ * transaction with the control database's audit log: its audit row goes into the outbox in the
+ * change's own transaction instead, and the dispatcher writes it to the log (once: its id comes
+ * from the event's) with the deliveries. No change without its audit row, none without its change.
+ */
+export const AUDIT_CHANNEL = "_audit";
+
+interface AuditPayload {
+  actor: AuditActor;
+  ip: string | null;
+  target: { type: string; id: string };
+  data: Record<string, unknown>;
+}
+
+/** The outbox event of an audit row for a workspace change made by `ctx`'s caller. */
+export function auditEvent(
+  ctx: WorkspaceCtx,
+  action: string,
+  target: { type: string; id: string },
+  data: Record<string, unknown> = {},
+): WorkspaceEvent {
+  const payload: AuditPayload = {
+    actor: workspaceActor(ctx),
+    ip: ctx.ip,
+    target,
+    data: { projectId: ctx.project.id, ...data },
+  };
+  return { channel: AUDIT_CHANNEL, event: action, data: payload };
+}
+
+/** The audit rows of a project's outbox audit events, with ids derived from theirs. */
+export function auditRows(
+  orgId: string,
+  events: Array<{ id: string; event: string; data: string; created_at: string }>,
+): Selectable<AuditEventsTable>[] {
+  return events.map((event) => {
+    const payload = fromJsonColumn<AuditPayload>(event.data, {
+      actor: { type: "system", id: "plinth", email: null },
+      ip: null,
+      target: { type: "workspace", id: "" },
+      data: {},
+    });
+    return {
+      id: derivedId("aud", new Date(event.created_at), event.id),
+      org_id: orgId,
+      action: event.event,
+      actor_type: payload.actor.type,
+      actor_id: payload.actor.id,
+      actor_email: payload.actor.email,
+      target_type: payload.target.type,
+      target_id: payload.target.id,
+      data: toJsonColumn(payload.data) ?? "{}",
+      ip: payload.ip,
+      created_at: event.created_at,
+    };
+  });
+}
