@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -170,6 +170,16 @@ describe("the plinth process", () => {
     expect(await plinth.exited).toBe(1);
     expect(plinth.output()).toContain("PORT");
   });
+
+  // Linux's /proc refuses new entries with ENOENT, on which Node's recursive mkdir loops forever.
+  it.skipIf(!existsSync("/proc/self"))(
+    "stops with a message when DATA_DIR cannot be made, even where Node's recursive mkdir would spin",
+    async () => {
+      const plinth = runPlinth({ PORT: "0", DATA_DIR: "/proc/plinth-nope/data" });
+      expect(await plinth.exited).toBe(1);
+      expect(plinth.output()).toContain("/proc/plinth-nope");
+    },
+  );
 
   it("never logs secrets", async () => {
     const port = await freePort();

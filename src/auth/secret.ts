@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { linkSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { makeDirectory } from "../lib/dirs.ts";
 
 /** better-auth's own floor for a secret's length (AUTH_SECRET is held to it too). */
 const MIN_SECRET_LENGTH = 32;
@@ -14,7 +15,7 @@ const MIN_SECRET_LENGTH = 32;
 export function resolveAuthSecret(configured: string | undefined, dataDir: string): string {
   if (configured) return configured;
   const file = path.join(dataDir, "auth-secret");
-  mkdirSync(dataDir, { recursive: true });
+  makeDirectory(dataDir);
   const draft = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
   try {
     writeFileSync(draft, randomBytes(32).toString("hex"), { flag: "wx", mode: 0o600 });

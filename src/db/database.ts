@@ -1,4 +1,3 @@
-import { mkdirSync } from "node:fs";
 import path from "node:path";
 import SQLite from "better-sqlite3";
 import {
@@ -13,6 +12,7 @@ import {
   type Transaction,
 } from "kysely";
 import pg from "pg";
+import { makeDirectory } from "../lib/dirs.ts";
 import type { Logger } from "../logger.ts";
 import type { Database } from "./schema.ts";
 
@@ -55,7 +55,7 @@ export function openDatabase(options: DatabaseOptions, log?: Pick<Logger, "warn"
 }
 
 function openSqlite(file: string): DatabaseHandle {
-  mkdirSync(path.dirname(file), { recursive: true });
+  makeDirectory(path.dirname(file));
   const sqlite = new SQLite(file);
   // WAL lets readers proceed during a write; NORMAL sync is durable across process crashes
   // (only an OS crash can lose the last transactions), the usual trade-off for WAL.

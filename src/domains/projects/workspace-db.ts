@@ -1,9 +1,10 @@
-import { mkdirSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import path from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, sql } from "kysely";
 import { sqliteDialect } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
+import { makeDirectory } from "../../lib/dirs.ts";
 import { compareVersions, versionsBetween } from "./templates.ts";
 
 /**
@@ -25,7 +26,7 @@ type WorkspaceDb = Kysely<any>;
 async function withWorkspace<T>(deps: Deps, projectId: string, work: (db: WorkspaceDb) => Promise<T>): Promise<T> {
   if (deps.dialect === "postgres") return work(deps.db.withSchema(workspaceSchema(projectId)) as WorkspaceDb);
   const file = workspaceFile(deps, projectId);
-  mkdirSync(path.dirname(file), { recursive: true });
+  makeDirectory(path.dirname(file));
   const sqlite = new SQLite(file);
   sqlite.pragma("journal_mode = WAL");
   sqlite.pragma("synchronous = NORMAL");
