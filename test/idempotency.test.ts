@@ -48,6 +48,11 @@ async function items(collection: string): Promise<{ id: string }[]> {
   return ((await response.json()) as { items: { id: string }[] }).items;
 }
 
+/** A project create by the org's API key, under an Idempotency-Key. */
+function createProject(idempotencyKey: string, name: string): Promise<CallResult> {
+  return call(app, "POST", `/org/${slug}/projects`, withKey(idempotencyKey, { token: key, body: { name } }));
+}
+
 function withKey(idempotencyKey: string, options: Parameters<typeof call>[3] = {}) {
   return { ...options, headers: { ...options.headers, "idempotency-key": idempotencyKey } };
 }
@@ -71,20 +76,10 @@ afterAll(async () => {
 
 describe("Idempotency-Key on POST", () => {
   it("replays a project create's answer, admin token and all, and creates one project", async () => {
-    const first = await call(
-      app,
-      "POST",
-      `/org/${slug}/projects`,
-      withKey("create-1", { token: key, body: { name: "Once" } }),
-    );
+    const first = await createProject("create-1", "Once");
     expect(first.status, JSON.stringify(first.body)).toBe(201);
     expect(first.headers.get("idempotent-replayed")).toBeNull();
-    const again = await call(
-      app,
-      "POST",
-      `/org/${slug}/projects`,
-      withKey("create-1", { token: key, body: { name: "Once" } }),
-    );
+    const again = await createProject("create-1", "Once");
     expect(again.status).toBe(201);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(again.headers.get("content-type")).toContain("application/json");
@@ -136,20 +131,10 @@ describe("Idempotency-Key on POST", () => {
   });
 
   it("keeps only a success: after a 4xx or a 5xx, which changed nothing, the key runs again", async () => {
-    const invalid = await call(
-      app,
-      "POST",
-      `/org/${slug}/projects`,
-      withKey("bad-1", { token: key, body: { name: "x" } }),
-    );
+    const invalid = await createProject("bad-1", "x");
     expect(invalid.status).toBe(422);
     // Fixed, the request may use the same key: it is a new request.
-    const fixed = await call(
-      app,
-      "POST",
-      `/org/${slug}/projects`,
-      withKey("bad-1", { token: key, body: { name: "Fixed" } }),
-    );
+    const fixed = await createProject("bad-1", "Fixed");
     expect(fixed.status, JSON.stringify(fixed.body)).toBe(201);
     expect(fixed.headers.get("idempotent-replayed")).toBeNull();
 
