@@ -255,6 +255,14 @@ describe("Idempotency-Key on POST", () => {
     const unknown = await call(app, "POST", `/org/${slug}/nothing-here`, withKey("bad key", { cookie: owner.cookie }));
     expect(unknown.status).toBe(404);
     expect((await create(developer, "bad key", "Developer")).status).toBe(422);
+    // Also on operations with no body: a developer may not regenerate a project's admin token.
+    const regenerate = await call(
+      app,
+      "POST",
+      `/org/${slug}/projects/${(await createProject("for-regen", "Regenerated")).body.project.slug}/reprovision-admin`,
+      withKey("bad key", { cookie: developer.cookie }),
+    );
+    expect(regenerate.status).toBe(403);
 
     const first = await create(developer, "dev-1", "By Developer");
     expect(first.status, JSON.stringify(first.body)).toBe(201);

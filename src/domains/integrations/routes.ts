@@ -118,7 +118,7 @@ export function integrationRoutes(deps: Deps) {
       await deleteIntegration({ ctx: await orgCtx(c, deps, slug), id });
       return c.body(null, 204);
     })
-    .openapi(routes.test, async (c) => {
+    .openapi({ ...routes.test, middleware: requires(deps, "integrations:manage") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       const result = await testIntegration({ ctx: await orgCtx(c, deps, slug), id });
       return c.json(result, 200);

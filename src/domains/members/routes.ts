@@ -109,7 +109,7 @@ export function memberRoutes(deps: Deps) {
       await removeMember({ ctx: await orgCtx(c, deps, slug), id });
       return c.body(null, 204);
     })
-    .openapi(resendRoute, async (c) => {
+    .openapi({ ...resendRoute, middleware: requires(deps, "members:manage") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       await resendInvitation({ ctx: await orgCtx(c, deps, slug), id });
       return c.json({ ok: true }, 200);

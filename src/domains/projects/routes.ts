@@ -167,19 +167,19 @@ export function projectRoutes(deps: Deps) {
       await deleteProject({ ctx: await orgCtx(c, deps, slug), projectSlug });
       return c.json({ ok: true }, 200);
     })
-    .openapi(routes.pause, async (c) => {
+    .openapi({ ...routes.pause, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await pauseProject({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
     })
-    .openapi(routes.resume, async (c) => {
+    .openapi({ ...routes.resume, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await resumeProject({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
     })
-    .openapi(routes.retry, async (c) => {
+    .openapi({ ...routes.retry, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await retryProvisioning({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
     })
-    .openapi(routes.reprovisionAdmin, async (c) => {
+    .openapi({ ...routes.reprovisionAdmin, middleware: requires(deps, "projects:credentials") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await reprovisionAdmin({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
     })
