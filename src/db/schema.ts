@@ -252,9 +252,7 @@ export interface IdempotencyKeysTable {
   fingerprint: string;
   /** A random mark of the request holding the key: only it records the answer. */
   holder: string;
-  /** The response's status once finished; null while the request runs. */
-  status: number | null;
-  /** The response (status, type, body), AES-256-GCM under a key derived from credential and key. */
+  /** The response (status, type, body), AES-256-GCM under a key derived from credential and key; null while the request runs. */
   response: string | null;
   /** While running: when another request may take the key over (its process died). */
   locked_until: string;

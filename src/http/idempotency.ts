@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import type { Deps } from "../deps.ts";
+import { sha256Hex } from "../lib/tokens.ts";
 import { ConflictError, ValidationError } from "./errors.ts";
 import { hasJsonBody } from "./router.ts";
 
@@ -26,10 +27,6 @@ interface Stored {
   status: number;
   contentType: string | null;
   body: string;
-}
-
-function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
 }
 
 /**
@@ -96,8 +93,9 @@ export async function idempotent(
   sessionCookie: string,
   next: () => Promise<void>,
 ): Promise<void> {
-  const key = c.req.header(HEADER);
-  if (key === undefined || c.req.method !== "POST" || NOT_KEPT.test(c.req.path)) return next();
+  // A POST with the header (`wantsIdempotency`, checked by the caller).
+  const key = c.req.header(HEADER) as string;
+  if (NOT_KEPT.test(c.req.path)) return next();
   const authorization = c.req.header("authorization");
   const cookie = authorization ? undefined : getCookie(c, sessionCookie);
   const credential = authorization ?? (cookie ? `cookie:${cookie}` : undefined);
@@ -119,9 +117,9 @@ export async function idempotent(
   const url = c.req.url;
   const query = url.indexOf("?");
   const claim: Claim = {
-    scope: sha256(credential),
-    key: sha256(key),
-    fingerprint: sha256(`POST ${c.req.path}${query < 0 ? "" : url.slice(query)}\n${body}`),
+    scope: sha256Hex(credential),
+    key: sha256Hex(key),
+    fingerprint: sha256Hex(`POST ${c.req.path}${query < 0 ? "" : url.slice(query)}\n${body}`),
     holder: randomBytes(12).toString("hex"),
   };
   const secret = sealingKey(credential, key);
@@ -145,7 +143,7 @@ export async function idempotent(
   } finally {
     // The answer goes out whatever happens to its record: a record that cannot be written leaves
     // the key held until its lease lapses, and a retry after that runs again.
-    await record(deps, claim, kept && { status: kept.status, sealed: seal(kept, secret) }).catch((error: unknown) =>
+    await record(deps, claim, kept && seal(kept, secret)).catch((error: unknown) =>
       deps.log.error({ err: error }, "recording an idempotent request's answer failed"),
     );
   }
@@ -160,9 +158,9 @@ interface Claim {
   holder: string;
 }
 
-/** Keeps the answer under the claim, or gives the key up (null), if still its holder. */
-async function record(deps: Deps, claim: Claim, answer: { status: number; sealed: string } | null): Promise<void> {
-  if (answer === null) {
+/** Keeps the (sealed) answer under the claim, or gives the key up (null), if still its holder. */
+async function record(deps: Deps, claim: Claim, sealed: string | null): Promise<void> {
+  if (sealed === null) {
     await deps.db
       .deleteFrom("idempotency_keys")
       .where("scope", "=", claim.scope)
@@ -173,7 +171,7 @@ async function record(deps: Deps, claim: Claim, answer: { status: number; sealed
   }
   await deps.db
     .updateTable("idempotency_keys")
-    .set({ status: answer.status, response: answer.sealed })
+    .set({ response: sealed })
     .where("scope", "=", claim.scope)
     .where("key", "=", claim.key)
     .where("holder", "=", claim.holder)
@@ -200,7 +198,6 @@ async function take(deps: Deps, claim: Claim): Promise<string | null> {
         key,
         fingerprint,
         holder,
-        status: null,
         response: null,
         locked_until: lockedUntil,
         created_at: createdAt,

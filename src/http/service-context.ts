@@ -29,7 +29,11 @@ export function requires(
   permission: PermissionName,
 ): MiddlewareHandler<AppEnv> & { permission: PermissionName } {
   const middleware: MiddlewareHandler<AppEnv> = async (c, next) => {
-    const access: OrgAccess = await resolveOrgAccess(deps, requirePrincipal(c), c.req.param("slug") ?? "");
+    const slug = c.req.param("slug") ?? "";
+    // Found already when the request carries an Idempotency-Key (checked before the key is looked at).
+    const checked = c.get("orgAccess");
+    const access: OrgAccess =
+      checked?.org.slug === slug ? checked : await resolveOrgAccess(deps, requirePrincipal(c), slug);
     authorize(access, permission);
     c.set("orgAccess", access);
     await next();

@@ -16,7 +16,6 @@ export function idempotencyKeys() {
         .addColumn("key", "text", (c) => c.notNull())
         .addColumn("fingerprint", "text", (c) => c.notNull())
         .addColumn("holder", "text", (c) => c.notNull())
-        .addColumn("status", "integer")
         .addColumn("response", "text")
         .addColumn("locked_until", "text", (c) => c.notNull())
         .addColumn("created_at", "text", (c) => c.notNull())
