@@ -2,8 +2,9 @@ import { sql } from "kysely";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../src/db/database.ts";
 import type { Deps } from "../src/deps.ts";
+import { type JobHandlers, PermanentJobError } from "../src/jobs/handlers.ts";
 import { backoffMs } from "../src/jobs/queue.ts";
-import { type JobHandlers, PermanentJobError, Worker } from "../src/jobs/worker.ts";
+import { Worker } from "../src/jobs/worker.ts";
 import { dialect, startApp, type TestApp } from "./harness.ts";
 
 let app: TestApp;

@@ -1,6 +1,7 @@
 import type { Deps } from "../deps.ts";
 import { pruneIdempotencyKeys } from "../http/idempotency.ts";
-import type { JobHandlers, RecurringJob } from "./worker.ts";
+import type { JobHandlers } from "./handlers.ts";
+import type { RecurringJob } from "./schedule.ts";
 
 const DAY_MS = 86_400_000;
 /** Finished jobs are kept this long for inspection: succeeded a day, dead-lettered a month. */

@@ -1,82 +1,24 @@
 import { setMaxListeners } from "node:events";
 import type { UpdateQueryBuilder, UpdateResult } from "kysely";
-import pg from "pg";
 import type { Db } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
 import { oneOf } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
-import { backoffMs, type Job, jobsChannel, LEASE_MARGIN_MS, type LocalTaker, localOf } from "./queue.ts";
-
-export type { Job };
+import {
+  type BatchJobHandler,
+  isBatchHandler,
+  type JobHandler,
+  type JobHandlers,
+  type JobResult,
+  PermanentJobError,
+} from "./handlers.ts";
+import { JobNotifications } from "./notifications.ts";
+import { backoffMs, type Job, type JobStatus, LEASE_MARGIN_MS, type LocalTaker, localOf } from "./queue.ts";
+import { type RecurringJob, startSchedule } from "./schedule.ts";
 
 type UpdateJobs = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
-
-export interface JobRun {
-  job: Job;
-  /** Aborted when the job's timeout passes or the worker is forced to stop. */
-  signal: AbortSignal;
-  /**
-   * The `local` the job was enqueued with (`JobSpec.local`), when this worker took it at enqueue
-   * from a transaction known to have committed; otherwise undefined, and the handler reads what
-   * it needs.
-   */
-  local?: unknown;
-}
-
-/** Runs one job per call, in one of the worker's `concurrency` slots. */
-export interface SingleJobHandler {
-  handle(payload: Record<string, unknown>, run: JobRun): Promise<void>;
-  /** First retry delay; later ones double (see `backoffMs`). */
-  backoffBaseMs?: number;
-}
-
-/**
- * How one job of a batch went: `error` fails this attempt (null: done), and `data` is what the
- * handler's `record` writes about it, in the same transaction as the job's outcome.
- */
-export interface JobResult {
-  error: Error | null;
-  data?: unknown;
-}
-
-/**
- * For kinds that are many, small and I/O-bound (webhook deliveries). Jobs are claimed many at a
- * time (up to `maxInFlight` at once), handed over `batchSize` at a time so the handler can load
- * what they need in one go, and each job's result is committed as soon as it is ready, grouped
- * with the results that finish at about the same time (one transaction per group): a slow job
- * never holds back the others.
- */
-export interface BatchJobHandler {
-  batchSize: number;
-  /** Most jobs of this kind running at once in this worker. */
-  maxInFlight: number;
-  /** Starts the jobs; resolves to one promise per job, in the order given. */
-  handleBatch(
-    runs: Array<JobRun & { payload: Record<string, unknown> }>,
-    signal: AbortSignal,
-  ): Promise<Array<Promise<JobResult>>>;
-  /**
-   * True when the handler reads each job's own rows and does nothing for a job whose rows are
-   * missing: then jobs handed over at enqueue (see `JobQueue.setLocalTaker`) need no check that
-   * their transaction committed, as a rolled-back one left nothing to find.
-   */
-  findsOwnRows?: boolean;
-  /**
-   * True when the handler's own rows are the record of each job (a delivery and its attempts):
-   * a succeeded job's row is then deleted at once instead of kept a day, which spares the queue
-   * a row version and its index entries per job.
-   */
-  forgetsSucceeded?: boolean;
-  /** Writes the `data` of jobs finished together, in the transaction that settles them. */
-  record?(trx: Db, data: unknown[]): Promise<void>;
-  backoffBaseMs?: number;
-}
-
-export type JobHandler = SingleJobHandler | BatchJobHandler;
-
-export type JobHandlers = Record<string, JobHandler>;
 
 /**
  * Where running jobs came from: a claim (room counted as they start), or handed over at enqueue
@@ -110,28 +52,13 @@ function jobDeadline(timeoutMs: number, halt: AbortSignal) {
   return { signal: controller.signal, expired, clear };
 }
 
-function isBatchHandler(handler: JobHandler): handler is BatchJobHandler {
-  return "handleBatch" in handler;
-}
-
-type Outcome = { status: "succeeded" | "dead" | "pending"; error?: string; retryInMs?: number };
+type Outcome = { status: Exclude<JobStatus, "running">; error?: string; retryInMs?: number };
 
 interface Finished {
   job: Job;
   outcome: Outcome;
   data: unknown;
   done: () => void;
-}
-
-/** Thrown by a handler when retrying cannot help: the job is dead-lettered at once. */
-export class PermanentJobError extends Error {}
-
-export interface RecurringJob {
-  /** Unique name; one run per period cluster-wide. */
-  name: string;
-  everyMs: number;
-  kind: string;
-  payload?: Record<string, unknown>;
 }
 
 export interface WorkerOptions {
@@ -142,7 +69,6 @@ export interface WorkerOptions {
 }
 
 const DEFAULT_BACKOFF_BASE_MS = 5_000;
-const SCHEDULE_TICK_MS = 15_000;
 const MAX_ERROR_LENGTH = 2_000;
 /** How long finished batch jobs wait for company before their group commit. */
 const GROUP_COMMIT_WINDOW_MS = 10;
@@ -188,9 +114,9 @@ export class Worker implements LocalTaker {
   private nextFullLook = 0;
   /** When this worker's failed jobs fall due again (ms, ascending): each wakes a full look. */
   private readonly retryTimes: number[] = [];
-  private listener: pg.Client | undefined;
+  private notifications: JobNotifications | undefined;
   private unsubscribe: (() => void) | undefined;
-  private scheduleTimer: NodeJS.Timeout | undefined;
+  private stopSchedule: (() => void) | undefined;
   private readonly pollMs: number;
   /** Batchable kinds and how many of each may run at once. */
   private readonly batchKinds: Map<string, number>;
@@ -216,12 +142,11 @@ export class Worker implements LocalTaker {
   async start(): Promise<void> {
     this.unsubscribe = this.deps.jobs.onWake((kinds) => this.wake(kinds));
     this.deps.jobs.setLocalTaker(this);
-    if (this.deps.dialect === "postgres") await this.listen();
-    if (this.options.recurring?.length) {
-      await this.scheduleRecurring();
-      this.scheduleTimer = setInterval(() => void this.scheduleRecurring(), SCHEDULE_TICK_MS);
-      this.scheduleTimer.unref();
+    if (this.deps.dialect === "postgres") {
+      this.notifications = new JobNotifications(this.deps, this.pollMs, (kinds) => this.wake(kinds));
+      await this.notifications.start();
     }
+    this.stopSchedule = await startSchedule(this.deps, this.options.recurring ?? []);
     this.loopDone = this.loop();
   }
 
@@ -233,8 +158,10 @@ export class Worker implements LocalTaker {
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
     this.deps.jobs.setLocalTaker(undefined);
-    clearInterval(this.scheduleTimer);
+    this.stopSchedule?.();
     this.unsubscribe?.();
+    // The loop claims no more, so nothing is left to be woken for.
+    await this.notifications?.stop();
     this.wake();
     await this.loopDone;
     if (!(await this.settled(graceMs))) {
@@ -242,7 +169,6 @@ export class Worker implements LocalTaker {
       await this.settled(HALT_SETTLE_MS);
     }
     await this.releaseLeases();
-    await this.listener?.end().catch(() => {});
   }
 
   /** Whether every running job ended within `ms`. */
@@ -650,7 +576,8 @@ export class Worker implements LocalTaker {
   }
 
   private async commitAlone(item: Finished): Promise<void> {
-    const handler = this.handlers[item.job.kind];
+    // Only batch jobs are group-committed, so the job's handler is a batch handler.
+    const handler = this.handlers[item.job.kind] as BatchJobHandler;
     try {
       await this.deps.db.transaction().execute(async (trx) => {
         await this.record(trx, [item]);
@@ -658,8 +585,7 @@ export class Worker implements LocalTaker {
       });
     } catch (error) {
       // The work could not be recorded: count this attempt as failed (the job runs again).
-      const outcome = handler ? this.failure(item.job, handler, error) : { status: "pending" as const };
-      await this.settle(item.job, outcome);
+      await this.settle(item.job, this.failure(item.job, handler, error));
     }
   }
 
@@ -765,89 +691,4 @@ export class Worker implements LocalTaker {
       .execute()
       .catch((error: unknown) => this.deps.log.error({ err: error }, "releasing job leases failed"));
   }
-
-  /**
-   * LISTENs for NOTIFYs from enqueues in any process; polling covers the gaps while the
-   * connection is down, and it is opened again every poll interval until it is back. The first
-   * attempt (at start) fails the start; later ones only log.
-   */
-  private async listen(reconnecting = false): Promise<void> {
-    const { databaseUrl } = this.deps.config;
-    if (!databaseUrl || this.stopping) return;
-    const client = new pg.Client({ connectionString: databaseUrl });
-    let lost = false;
-    const lose = (error: unknown) => {
-      // pg reports a dropped connection more than once (the server's notice, then the closed
-      // socket): one reconnection per connection, or each drop would double them.
-      if (lost) return;
-      lost = true;
-      if (this.listener === client) this.listener = undefined;
-      void client.end().catch(() => {});
-      this.deps.log.warn({ err: error }, "job notification connection failed; polling until it is back");
-      if (!this.stopping) setTimeout(() => void this.listen(true), this.pollMs).unref();
-    };
-    client.on("notification", (message) => this.wake(message.payload ? message.payload.split(",") : undefined));
-    client.on("error", lose);
-    try {
-      await client.connect();
-      await client.query(`LISTEN "${jobsChannel(this.deps.config.databaseSchema)}"`);
-    } catch (error) {
-      if (!reconnecting) {
-        lost = true;
-        await client.end().catch(() => {});
-        throw error;
-      }
-      lose(error);
-      return;
-    }
-    if (this.stopping) {
-      await client.end().catch(() => {});
-      return;
-    }
-    this.listener = client;
-    // Anything enqueued while the connection was down was not heard: look at the whole queue.
-    if (reconnecting) this.wake();
-  }
-
-  /**
-   * Enqueues each recurring job once per period for the whole cluster: the process that moves
-   * the schedule's `next_run_at` forward (a compare-and-set) is the one that enqueues it.
-   */
-  private async scheduleRecurring(): Promise<void> {
-    for (const recurring of this.options.recurring ?? []) {
-      try {
-        await this.deps.db.transaction().execute(async (trx) => scheduleOne(trx, this.deps, recurring));
-      } catch (error) {
-        this.deps.log.error({ err: error, schedule: recurring.name }, "scheduling a recurring job failed");
-      }
-    }
-  }
-}
-
-async function scheduleOne(trx: Db, deps: Deps, recurring: RecurringJob): Promise<void> {
-  const now = deps.clock.now();
-  const at = now.toISOString();
-  await trx
-    .insertInto("job_schedules")
-    .values({ name: recurring.name, next_run_at: at, updated_at: at })
-    .onConflict((oc) => oc.column("name").doNothing())
-    .execute();
-  const schedule = await trx
-    .selectFrom("job_schedules")
-    .select("next_run_at")
-    .where("name", "=", recurring.name)
-    .executeTakeFirstOrThrow();
-  if (schedule.next_run_at > at) return;
-  const moved = await trx
-    .updateTable("job_schedules")
-    .set({ next_run_at: new Date(now.getTime() + recurring.everyMs).toISOString(), updated_at: at })
-    .where("name", "=", recurring.name)
-    .where("next_run_at", "=", schedule.next_run_at)
-    .executeTakeFirst();
-  if (Number(moved.numUpdatedRows) === 0) return;
-  await deps.jobs.enqueue(trx, {
-    kind: recurring.kind,
-    payload: recurring.payload ?? {},
-    idempotencyKey: `${recurring.name}@${schedule.next_run_at}`,
-  });
 }

@@ -1,5 +1,6 @@
 import type { Deps } from "../../deps.ts";
-import type { JobHandlers, RecurringJob } from "../../jobs/worker.ts";
+import type { JobHandlers } from "../../jobs/handlers.ts";
+import type { RecurringJob } from "../../jobs/schedule.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import { dropWorkspace, migrateWorkspace } from "./workspace-db.ts";

@@ -104,7 +104,6 @@ export async function workspaceVersion(deps: Deps, projectId: string): Promise<s
   return withWorkspace(deps, projectId, readVersion);
 }
 
-/** Removes the workspace database entirely (failed provisioning, purge). */
 /** Where a workspace's uploaded files live (on either database). */
 export function workspaceFilesDir(deps: Deps, projectId: string): string {
   return path.join(deps.config.dataDir, "files", projectId);
@@ -121,7 +120,7 @@ export async function dropWorkspace(deps: Deps, projectId: string): Promise<void
   rmSync(workspaceFilesDir(deps, projectId), { recursive: true, force: true });
 }
 
-/** Opens a workspace for a caller outside this module (tests, later the workspace runtime). */
+/** Opens a workspace for a caller outside this module (tests). */
 export function onWorkspace<T>(deps: Deps, projectId: string, work: (db: WorkspaceDb) => Promise<T>): Promise<T> {
   return withWorkspace(deps, projectId, work);
 }

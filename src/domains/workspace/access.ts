@@ -209,7 +209,6 @@ async function resolveCaller<E extends AppEnv>(
   return { kind: "anonymous" };
 }
 
-/** 401 without credentials; 403 for a workspace user, or a read-only key on a write. */
 /** Who the audit log names for a workspace caller: the admin (by token, key or account), or the workspace. */
 export function workspaceActor(ctx: Pick<WorkspaceCtx, "caller" | "project">): AuditActor {
   const caller = ctx.caller;
@@ -222,6 +221,7 @@ export function workspaceActor(ctx: Pick<WorkspaceCtx, "caller" | "project">): A
     : { type: "workspace", id: ctx.project.id, email: null };
 }
 
+/** 401 without credentials; 403 for a workspace user, or a read-only key on a write. */
 export function requireAdmin(ctx: Pick<WorkspaceCtx, "caller">, write: boolean): void {
   if (ctx.caller.kind === "anonymous") throw new UnauthorizedError();
   if (ctx.caller.kind !== "admin") throw new ForbiddenError("this needs the workspace admin");

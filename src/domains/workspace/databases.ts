@@ -17,8 +17,8 @@ const VANISHED_CHECK_MS = 60_000;
  * Open workspace databases, least recently used first out, so one process can serve thousands
  * of projects with a bounded number of open SQLite files. An evicted file is closed
  * CLOSE_DELAY_MS later, so queries under way on it finish; a request holds its project's
- * workspace by id (see `WorkspaceCtx.db`), not by handle, so a long one never finds it closed. On PostgreSQL a workspace is a schema
- * on the shared pool, which costs nothing to keep.
+ * workspace by id (see `WorkspaceCtx.db`), not by handle, so a long one never finds it closed.
+ * On PostgreSQL a workspace is a schema on the shared pool, which costs nothing to keep.
  */
 export class WorkspaceDatabases {
   private readonly open = new Map<string, WorkspaceDb>();

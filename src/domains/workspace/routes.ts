@@ -381,7 +381,7 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
   return withIdempotencyKeyHeader(withOperationIds(document));
 }
 
-/** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
+/** The rate-limit bucket of a workspace caller: its user, key, account, admin token or address. */
 function workspaceBucket({ caller, project }: WorkspaceVisit, address: string | null): string {
   if (caller.kind === "user") return `ws:${project.id}:user:${caller.userId}`;
   if (caller.kind === "anonymous") return `ip:${address}`;
@@ -390,6 +390,7 @@ function workspaceBucket({ caller, project }: WorkspaceVisit, address: string | 
   return `ws:${project.id}:admin`;
 }
 
+/** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
 export function workspaceRoutes(runtime: WorkspaceRuntime) {
   const { deps } = runtime;
   const ctxOf = async (c: Context<WorkspaceEnv>) => c.get("workspace");
