@@ -32,7 +32,7 @@ import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 
-export const API_VERSION = "0.0.1";
+const API_VERSION = "0.0.1";
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 /** Paths the workspace API's own middleware rate-limits. */
 const WORKSPACE_API = /^\/w\/[^/]+\/api\//;

@@ -7,7 +7,7 @@ import { ConflictError, ValidationError } from "./errors.ts";
 import { hasJsonBody } from "./router.ts";
 
 /** How long a key is remembered: a retry within this window gets the first answer. */
-export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /**
  * How long a request may hold its key before another may take it over (its process died): far
  * longer than any request runs (a webhook test send waits WEBHOOK_TIMEOUT_MS at most). A holder

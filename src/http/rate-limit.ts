@@ -169,7 +169,7 @@ export class RateLimiter {
   }
 }
 
-export class RateLimitedError extends AppError {
+class RateLimitedError extends AppError {
   constructor(readonly retryAfterSeconds: number) {
     super(429, "RATE_LIMITED", `rate limit exceeded; retry in ${retryAfterSeconds}s`);
   }
@@ -211,7 +211,7 @@ export function limitRate<E extends AppEnv>(
 }
 
 /** Sets the `RateLimit-*` headers every response carries; a refusal adds `Retry-After` and throws 429. */
-export function applyRateDecision<E extends AppEnv>(c: Context<E>, decision: RateDecision): void {
+function applyRateDecision<E extends AppEnv>(c: Context<E>, decision: RateDecision): void {
   setResponseHeader(c, "RateLimit-Limit", String(decision.limit));
   setResponseHeader(c, "RateLimit-Remaining", String(decision.remaining));
   setResponseHeader(c, "RateLimit-Reset", String(decision.resetSeconds));

@@ -24,7 +24,7 @@ export function textIssue(text: string): string | undefined {
   return undefined;
 }
 /** Deepest nesting of arrays and objects a request may send (items' data included). */
-export const MAX_JSON_DEPTH = 64;
+const MAX_JSON_DEPTH = 64;
 
 /**
  * Where `value` holds text neither database stores as given, in a string or a key: U+0000

@@ -33,7 +33,7 @@ export interface JobSpec {
   local?: unknown;
 }
 
-export const DEFAULT_MAX_ATTEMPTS = 10;
+const DEFAULT_MAX_ATTEMPTS = 10;
 /** A lease outlives the job's timeout by this much, so a slow but live worker keeps its job. */
 export const LEASE_MARGIN_MS = 5_000;
 
@@ -66,7 +66,7 @@ export function localOf(job: Job): unknown {
   return locals.get(job);
 }
 
-export const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
  * Queues jobs in the database the caller is writing to, so a job exists exactly when the change

@@ -1,10 +1,10 @@
 import { z } from "@hono/zod-openapi";
 import { nameText } from "../../http/router.ts";
 
-export const KEY_SCOPES = ["full", "deploy", "read-only"] as const;
+const KEY_SCOPES = ["full", "deploy", "read-only"] as const;
 
 /** Keeps `expiresAt` representable; ten years is the longest lifetime a key may be given. */
-export const MAX_KEY_LIFETIME_DAYS = 3650;
+const MAX_KEY_LIFETIME_DAYS = 3650;
 
 export const ApiKeyInput = z
   .object({

@@ -4,6 +4,7 @@ import { authedErrors, createRouter, jsonBody, jsonContent, sessionOrKey } from 
 import { orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import { DeliverySchema } from "../webhooks/schemas.ts";
+import { INTEGRATION_KINDS } from "./providers.ts";
 import {
   createIntegration,
   deleteIntegration,
@@ -20,7 +21,7 @@ const tags = ["Integrations"];
 const IntegrationSchema = z
   .object({
     id: z.string(),
-    kind: z.enum(["slack", "discord", "datadog", "github"]),
+    kind: z.enum(INTEGRATION_KINDS),
     config: z.record(z.string(), z.unknown()).openapi({ description: "Secret values masked" }),
     events: z.array(z.string()).nullable(),
     createdAt: z.string(),

@@ -14,15 +14,15 @@ import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { sendTestDelivery } from "../webhooks/delivery.ts";
 import { orgEventPattern } from "../webhooks/schemas.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
-import { type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
+import { INTEGRATION_KINDS, type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
 
-export const EventPatterns = z.array(orgEventPattern).max(50).nullable();
+const EventPatterns = z.array(orgEventPattern).max(50).nullable();
 
 export const IntegrationInput = z
   .object({
-    kind: z.enum(["slack", "discord", "datadog", "github"]),
+    kind: z.enum(INTEGRATION_KINDS),
     config: z.record(z.string(), z.unknown()).optional(),
     events: EventPatterns.optional().openapi({
       description: "Event patterns (`alarm.fired`, `project.*`, `*`); null or empty means all events",
@@ -104,7 +104,7 @@ function unmasked(sent: unknown, stored: unknown, isSecret: SecretKeyTest): unkn
   );
 }
 
-export function toIntegration(row: IntegrationRow) {
+function toIntegration(row: IntegrationRow) {
   const kind = row.kind as IntegrationKind;
   const config = fromJsonColumn<Record<string, unknown>>(row.config, {});
   return {

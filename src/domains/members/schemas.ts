@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { ROLES } from "../orgs/access.ts";
 
-export const INVITABLE_ROLES = ["admin", "developer", "viewer"] as const;
+const INVITABLE_ROLES = ["admin", "developer", "viewer"] as const;
 
 export const MemberParams = z.object({
   slug: z.string().openapi({ param: { name: "slug", in: "path" } }),

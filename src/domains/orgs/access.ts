@@ -33,7 +33,7 @@ interface Permission {
 }
 
 /** The role matrix (DESIGN §4). Every org-scoped operation names one of these. */
-export const PERMISSIONS = {
+const PERMISSIONS = {
   "org:read": { role: "viewer", access: "read" },
   "org:update": { role: "admin", access: "admin" },
   "org:delete": { role: "owner", access: "owner" },

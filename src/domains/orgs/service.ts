@@ -1,8 +1,8 @@
 import type { z } from "@hono/zod-openapi";
 import { type Selectable, sql } from "kysely";
-import { type Db, type Dialect, isUniqueViolation } from "../../db/database.ts";
+import type { Db, Dialect } from "../../db/database.ts";
 import type { OrgsTable } from "../../db/schema.ts";
-import { ConflictError, NotFoundError } from "../../http/errors.ts";
+import { NotFoundError } from "../../http/errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { toJsonColumn } from "../../lib/json.ts";
@@ -10,13 +10,12 @@ import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
+import { withFreshSlug } from "../fresh-slug.ts";
 import { deleteOrgProjects, projectSummaries } from "../projects/service.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { authorize, inOrgTransaction, type Role } from "./access.ts";
 import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
 import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
-
-const SLUG_ATTEMPTS = 5;
 
 /** Live slugs equal to `base` or of the form `base-N`. */
 async function takenSlugs(db: Db, base: string): Promise<Set<string>> {
@@ -50,57 +49,50 @@ export async function createOrg({
   const { db, clock, dialect } = ctx.deps;
   const base = slugify(input.name, "org");
   const residency = input.residency ?? "global";
-  // A different base can still produce the same slug ("Acme 2" and a second "Acme" both want
-  // `acme-2`); the unique index refuses the loser, which tries again.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const row = await db.transaction().execute(async (trx) => {
-        await lockSlugBase(trx, dialect, base);
-        const now = clock.now();
-        const at = now.toISOString();
-        const org: Selectable<OrgsTable> = {
-          id: newId("org", now),
-          slug: firstFreeSlug(base, await takenSlugs(trx, base)),
-          name: input.name,
-          plan_id: "free",
-          residency,
-          default_region: input.defaultRegion ?? DEFAULT_REGION_BY_RESIDENCY[residency],
-          ip_allowlist: "[]",
-          webhook_url: null,
-          webhook_secret: null,
-          status: "active",
-          purpose: input.purpose ?? null,
-          team_size: input.teamSize ?? null,
+  const row = await withFreshSlug("org", () =>
+    db.transaction().execute(async (trx) => {
+      await lockSlugBase(trx, dialect, base);
+      const now = clock.now();
+      const at = now.toISOString();
+      const org: Selectable<OrgsTable> = {
+        id: newId("org", now),
+        slug: firstFreeSlug(base, await takenSlugs(trx, base)),
+        name: input.name,
+        plan_id: "free",
+        residency,
+        default_region: input.defaultRegion ?? DEFAULT_REGION_BY_RESIDENCY[residency],
+        ip_allowlist: "[]",
+        webhook_url: null,
+        webhook_secret: null,
+        status: "active",
+        purpose: input.purpose ?? null,
+        team_size: input.teamSize ?? null,
+        created_at: at,
+        updated_at: at,
+        deleted_at: null,
+      };
+      await trx.insertInto("orgs").values(org).execute();
+      await trx
+        .insertInto("memberships")
+        .values({
+          id: newId("mem", now),
+          org_id: org.id,
+          account_id: account.accountId,
+          role: "owner",
           created_at: at,
           updated_at: at,
-          deleted_at: null,
-        };
-        await trx.insertInto("orgs").values(org).execute();
-        await trx
-          .insertInto("memberships")
-          .values({
-            id: newId("mem", now),
-            org_id: org.id,
-            account_id: account.accountId,
-            role: "owner",
-            created_at: at,
-            updated_at: at,
-          })
-          .execute();
-        await recordAudit(trx, ctx, {
-          orgId: org.id,
-          action: "org.created",
-          target: { type: "org", id: org.id },
-          data: { name: org.name, slug: org.slug, residency: org.residency, defaultRegion: org.default_region },
-        });
-        return org;
+        })
+        .execute();
+      await recordAudit(trx, ctx, {
+        orgId: org.id,
+        action: "org.created",
+        target: { type: "org", id: org.id },
+        data: { name: org.name, slug: org.slug, residency: org.residency, defaultRegion: org.default_region },
       });
-      return toOrg(row);
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-      if (attempt >= SLUG_ATTEMPTS) throw new ConflictError("could not allocate a unique slug; try again");
-    }
-  }
+      return org;
+    }),
+  );
+  return toOrg(row);
 }
 
 export type OrgMembership = Org & { role: Role };

@@ -3,6 +3,7 @@ import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
+import { projectEventPayload } from "./service.ts";
 import { dropWorkspace, migrateWorkspace } from "./workspace-db.ts";
 
 const PURGE_BATCH = 100;
@@ -68,14 +69,7 @@ export function projectJobs(deps: Deps): JobHandlers {
           await emitOrgEvent(trx, deps, {
             orgId: settled.org_id,
             kind,
-            payload: {
-              projectId: settled.id,
-              projectSlug: settled.slug,
-              projectName: settled.name,
-              region: settled.region,
-              templateVersion: settled.template_version,
-              ...(failure ? { reason: failure } : {}),
-            },
+            payload: projectEventPayload(settled, failure ? { reason: failure } : {}),
           });
         });
       },

@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { nameText } from "../../http/router.ts";
 import { REGIONS } from "../orgs/records.ts";
 
-export const ENVIRONMENTS = ["production", "staging", "development"] as const;
+const ENVIRONMENTS = ["production", "staging", "development"] as const;
 
 export const ProjectParams = z.object({
   slug: z.string().openapi({ param: { name: "slug", in: "path" } }),

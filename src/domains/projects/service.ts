@@ -1,6 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
-import { type Db, isUniqueViolation } from "../../db/database.ts";
+import type { Db } from "../../db/database.ts";
 import type { ProjectsTable } from "../../db/schema.ts";
 import { forUpdateOn } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
@@ -10,6 +10,7 @@ import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
+import { withFreshSlug } from "../fresh-slug.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { CreateProjectInput, DeploySchema, ProjectSchema, UpdateProjectInput, UpgradeResult } from "./schemas.ts";
@@ -21,9 +22,8 @@ type Project = z.infer<typeof ProjectSchema>;
 type Deploy = z.infer<typeof DeploySchema>;
 
 const DAY_MS = 86_400_000;
-const SLUG_ATTEMPTS = 5;
 
-export function toProject(row: ProjectRow, publicUrl: string): Project {
+function toProject(row: ProjectRow, publicUrl: string): Project {
   return {
     id: row.id,
     slug: row.slug,
@@ -135,68 +135,63 @@ export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infe
   const { deps } = ctx;
   const base = slugify(input.name, "project");
   const token = adminToken();
-  for (let attempt = 1; ; attempt++) {
-    try {
-      // Exclusive: slug choice for an org's projects runs one at a time.
-      const row = await inOrgTransaction(
-        ctx,
-        async (trx) => {
-          const taken = await trx
-            .selectFrom("projects")
-            .select("slug")
-            .where("org_id", "=", ctx.org.id)
-            .where("deleted_at", "is", null)
-            .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
-            .execute();
-          const now = deps.clock.now();
-          const at = now.toISOString();
-          const project: ProjectRow = {
-            id: newId("prj", now),
-            org_id: ctx.org.id,
-            slug: firstFreeSlug(base, new Set(taken.map((t) => t.slug))),
-            name: input.name,
-            status: "provisioning",
-            environment: "production",
-            region: input.region ?? ctx.org.default_region,
-            db_type: input.dbType ?? "d1",
-            template: template.name,
-            template_version: template.version,
-            admin_token_hash: sha256Hex(token),
-            failure_reason: null,
-            created_at: at,
-            updated_at: at,
-            deleted_at: null,
-            purge_after: null,
-            purged_at: null,
-          };
-          await trx.insertInto("projects").values(project).execute();
-          const deployId = await insertDeploy(trx, deps, project.id, {
-            kind: "provision",
-            status: "pending",
-            to: template.version,
-          });
-          await deps.jobs.enqueue(trx, { kind: "project.provision", payload: { projectId: project.id, deployId } });
-          await recordAudit(trx, ctx, {
-            orgId: ctx.org.id,
-            action: "project.created",
-            target: { type: "project", id: project.id },
-            data: {
-              slug: project.slug,
-              name: project.name,
-              region: project.region,
-              template: `${template.name}@${template.version}`,
-            },
-          });
-          return project;
-        },
-        { exclusive: true },
-      );
-      return { project: { ...toProject(row, deps.config.publicUrl), adminToken: token }, adminToken: token };
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-      if (attempt >= SLUG_ATTEMPTS) throw new ConflictError("could not allocate a unique project slug; try again");
-    }
-  }
+  // Exclusive: slug choice for an org's projects runs one at a time.
+  const row = await withFreshSlug("project", () =>
+    inOrgTransaction(
+      ctx,
+      async (trx) => {
+        const taken = await trx
+          .selectFrom("projects")
+          .select("slug")
+          .where("org_id", "=", ctx.org.id)
+          .where("deleted_at", "is", null)
+          .where((eb) => eb.or([eb("slug", "=", base), eb("slug", "like", `${base}-%`)]))
+          .execute();
+        const now = deps.clock.now();
+        const at = now.toISOString();
+        const project: ProjectRow = {
+          id: newId("prj", now),
+          org_id: ctx.org.id,
+          slug: firstFreeSlug(base, new Set(taken.map((t) => t.slug))),
+          name: input.name,
+          status: "provisioning",
+          environment: "production",
+          region: input.region ?? ctx.org.default_region,
+          db_type: input.dbType ?? "d1",
+          template: template.name,
+          template_version: template.version,
+          admin_token_hash: sha256Hex(token),
+          failure_reason: null,
+          created_at: at,
+          updated_at: at,
+          deleted_at: null,
+          purge_after: null,
+          purged_at: null,
+        };
+        await trx.insertInto("projects").values(project).execute();
+        const deployId = await insertDeploy(trx, deps, project.id, {
+          kind: "provision",
+          status: "pending",
+          to: template.version,
+        });
+        await deps.jobs.enqueue(trx, { kind: "project.provision", payload: { projectId: project.id, deployId } });
+        await recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "project.created",
+          target: { type: "project", id: project.id },
+          data: {
+            slug: project.slug,
+            name: project.name,
+            region: project.region,
+            template: `${template.name}@${template.version}`,
+          },
+        });
+        return project;
+      },
+      { exclusive: true },
+    ),
+  );
+  return { project: { ...toProject(row, deps.config.publicUrl), adminToken: token }, adminToken: token };
 }
 
 export async function updateProject({
@@ -280,7 +275,8 @@ async function transition(
   });
 }
 
-function projectEventPayload(project: ProjectRow, extra: Record<string, unknown> = {}) {
+/** The payload of a `project.*` event. */
+export function projectEventPayload(project: ProjectRow, extra: Record<string, unknown> = {}) {
   return {
     projectId: project.id,
     projectSlug: project.slug,

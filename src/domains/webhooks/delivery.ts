@@ -16,7 +16,7 @@ import { type DeliveryDraft, queueDeliveries } from "./events.ts";
 import { signatureHeaders } from "./signing.ts";
 
 /** Consecutive failed attempts after which a webhook is switched off (SPEC: circuit breaker). */
-export const BREAKER_THRESHOLD = 15;
+const BREAKER_THRESHOLD = 15;
 
 export type Delivery = Selectable<WebhookDeliveriesTable>;
 export type DeliveryStatus = "pending" | "succeeded" | "failed" | "dead" | "skipped";
@@ -216,7 +216,7 @@ async function loadDeliveries(deps: Deps, requests: AttemptRequest[]): Promise<M
  * records to `recordAttempts`. A delivery already finished is not sent again (unless replayed),
  * and one whose target is gone or switched off is to become `skipped`.
  */
-export async function startAttempts(
+async function startAttempts(
   deps: Deps,
   requests: AttemptRequest[],
   signal?: AbortSignal,
@@ -270,7 +270,7 @@ async function send(
  * Writes attempts: one row each, the deliveries' new status (grouped, so a batch of successes is
  * one statement), skips, and the breakers, counted in the order the attempts were made.
  */
-export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord[]): Promise<void> {
+async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord[]): Promise<void> {
   const at = deps.clock.now().toISOString();
   const sent: Sent[] = [];
   const skipped: string[] = [];

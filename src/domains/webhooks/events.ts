@@ -1,7 +1,9 @@
-import { sql } from "kysely";
+import { type Selectable, sql } from "kysely";
 import { precompiled } from "../../db/compiled.ts";
 import type { Db } from "../../db/database.ts";
+import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
+import type { JobSpec } from "../../jobs/queue.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { type IntegrationKind, providerRequest } from "../integrations/providers.ts";
@@ -112,39 +114,75 @@ export async function queueDeliveries(
   if (drafts.length === 0) return [];
   const now = deps.clock.now();
   const at = now.toISOString();
-  const rows = drafts.map((draft) => {
-    const id = newId("dlv", now);
-    return {
-      id,
-      org_id: orgId,
-      project_id: options.projectId ?? null,
-      target_type: draft.targetType,
-      target_id: draft.targetId,
+  const rows = drafts.map((draft) =>
+    deliveryRow({
+      id: newId("dlv", now),
+      orgId,
+      projectId: options.projectId ?? null,
+      targetType: draft.targetType,
+      targetId: draft.targetId,
       event,
       url: draft.url,
       body: draft.body,
-      headers: toJsonColumn(deliveryHeaders(event, id)) ?? "{}",
-      status: "pending",
-      attempts: 0,
-      last_status_code: null,
-      last_error: null,
-      created_at: at,
-      updated_at: at,
-    };
-  });
+      at,
+    }),
+  );
   await trx.insertInto("webhook_deliveries").values(rows).execute();
   // Test sends are attempted once, right away, by the caller; everything else goes to the queue.
   if (options.queue === false) return rows.map((row) => row.id);
-  await deps.jobs.enqueue(
-    trx,
-    ...rows.map((row) => ({
-      kind: "webhook.deliver",
-      payload: { deliveryId: row.id },
-      maxAttempts: deps.config.webhookMaxAttempts,
-      timeoutMs: deps.config.webhookTimeoutMs + 5_000,
-    })),
-  );
+  await deps.jobs.enqueue(trx, ...rows.map((row) => deliveryJob(deps, row.id)));
   return rows.map((row) => row.id);
+}
+
+/** A new delivery's row: pending, not attempted yet, with the headers every attempt carries. */
+export function deliveryRow(delivery: {
+  id: string;
+  orgId: string;
+  projectId: string | null;
+  targetType: string;
+  targetId: string;
+  event: string;
+  url: string;
+  body: string;
+  at: string;
+}): Selectable<WebhookDeliveriesTable> {
+  return {
+    id: delivery.id,
+    org_id: delivery.orgId,
+    project_id: delivery.projectId,
+    target_type: delivery.targetType,
+    target_id: delivery.targetId,
+    event: delivery.event,
+    url: delivery.url,
+    body: delivery.body,
+    headers: toJsonColumn(deliveryHeaders(delivery.event, delivery.id)) ?? "{}",
+    status: "pending",
+    attempts: 0,
+    last_status_code: null,
+    last_error: null,
+    created_at: delivery.at,
+    updated_at: delivery.at,
+  };
+}
+
+/**
+ * A job outlives its attempt's own deadline (WEBHOOK_TIMEOUT_MS) by this much, so a slow receiver
+ * ends the request first and the failure is recorded as an attempt, instead of the job timing out.
+ */
+const DELIVERY_JOB_SLACK_MS = 5_000;
+
+/**
+ * The `webhook.deliver` job of a delivery. `local` is the delivery's row as inserted, handed to
+ * this process's worker if it takes the job (see `JobSpec.local`).
+ */
+export function deliveryJob(deps: Deps, deliveryId: string, local?: Selectable<WebhookDeliveriesTable>): JobSpec {
+  return {
+    kind: "webhook.deliver",
+    payload: { deliveryId },
+    maxAttempts: deps.config.webhookMaxAttempts,
+    timeoutMs: deps.config.webhookTimeoutMs + DELIVERY_JOB_SLACK_MS,
+    ...(local ? { local } : {}),
+  };
 }
 
 /** The headers every attempt of a delivery carries; signatures are added per attempt. */

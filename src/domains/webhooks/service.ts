@@ -20,7 +20,7 @@ import type { DeliveriesQuery, UpdateWebhookInput, WebhookInput, WebhookSchema }
 type Webhook = z.infer<typeof WebhookSchema>;
 type WebhookRow = Selectable<WebhooksTable>;
 
-export function toWebhook(row: WebhookRow): Webhook {
+function toWebhook(row: WebhookRow): Webhook {
   return {
     id: row.id,
     url: row.url,
@@ -40,7 +40,7 @@ export async function assertDeliverableUrl(deps: Deps, url: string, path: string
   if (problem) throw new ValidationError([{ path, message: problem }]);
 }
 
-export function newWebhookSecret(): string {
+function newWebhookSecret(): string {
   return randomToken("whsec_", 24);
 }
 

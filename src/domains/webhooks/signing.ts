@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 
-export function hmacSha256Hex(secret: string, message: string): string {
+function hmacSha256Hex(secret: string, message: string): string {
   return createHmac("sha256", secret).update(message).digest("hex");
 }
 

@@ -6,8 +6,8 @@ import type { Deps } from "../../deps.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
 import { derivedId, newId } from "../../lib/ids.ts";
-import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
-import { deliveryHeaders } from "../webhooks/events.ts";
+import { fromJsonColumn } from "../../lib/json.ts";
+import { deliveryJob, deliveryRow } from "../webhooks/events.ts";
 import { AUDIT_CHANNEL, auditRows } from "./audit.ts";
 import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
 import { matchesAnyPattern, projectPayload } from "./patterns.ts";
@@ -231,23 +231,19 @@ export class WorkspaceDispatcher {
             `"data":${event.data as string},"deliveredAt":${JSON.stringify(at)}}`;
           body = whole;
         }
-        rows.push({
-          id,
-          org_id: project.org_id,
-          project_id: projectId,
-          target_type: "webhook",
-          target_id: hook.id,
-          event: name,
-          url: hook.url,
-          body,
-          headers: toJsonColumn(deliveryHeaders(name, id)) ?? "{}",
-          status: "pending",
-          attempts: 0,
-          last_status_code: null,
-          last_error: null,
-          created_at: at,
-          updated_at: at,
-        });
+        rows.push(
+          deliveryRow({
+            id,
+            orgId: project.org_id,
+            projectId,
+            targetType: "webhook",
+            targetId: hook.id,
+            event: name,
+            url: hook.url,
+            body,
+            at,
+          }),
+        );
       }
     }
     if (rows.length === 0 && audits.length === 0) return;
@@ -263,17 +259,8 @@ export class WorkspaceDispatcher {
         returningIds: true,
       });
       const byId = new Map(rows.map((row) => [row.id, row]));
-      await deps.jobs.enqueue(
-        trx,
-        ...added.map((deliveryId) => ({
-          kind: "webhook.deliver",
-          payload: { deliveryId },
-          maxAttempts: deps.config.webhookMaxAttempts,
-          timeoutMs: deps.config.webhookTimeoutMs + 5_000,
-          // The row as inserted: this process's worker, taking the job, need not read it back.
-          local: byId.get(deliveryId),
-        })),
-      );
+      // With the row as inserted: this process's worker, taking the job, need not read it back.
+      await deps.jobs.enqueue(trx, ...added.map((deliveryId) => deliveryJob(deps, deliveryId, byId.get(deliveryId))));
     });
   }
 

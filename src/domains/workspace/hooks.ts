@@ -71,7 +71,7 @@ const CLIENT_HEADERS = new Set([
 ]);
 
 /** Custom headers per hook at most, and their names and values together at most this many bytes. */
-export const MAX_CUSTOM_HEADERS = 50;
+const MAX_CUSTOM_HEADERS = 50;
 export const MAX_CUSTOM_HEADER_BYTES = 8 * 1024;
 
 /**

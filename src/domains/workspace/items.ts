@@ -82,7 +82,7 @@ interface ItemRow {
 }
 
 /** An item is its data plus `id`, `createdAt` and `updatedAt`, which the data cannot override. */
-export function toItem(row: ItemRow): Record<string, unknown> {
+function toItem(row: ItemRow): Record<string, unknown> {
   return {
     ...(JSON.parse(row.data) as Record<string, unknown>),
     id: row.id,
