@@ -3,6 +3,8 @@ export interface Clock {
   now(): Date;
 }
 
+export const DAY_MS = 86_400_000;
+
 export const systemClock: Clock = { now: () => new Date() };
 
 /** A clock that tests move by hand; it starts at the real time. */

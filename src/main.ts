@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from "./config.ts";
+import { errorMessage } from "./lib/errors.ts";
 import { createLogger } from "./logger.ts";
 import { startServer, startWorker } from "./server.ts";
 
@@ -47,7 +48,7 @@ async function main(argv: string[]): Promise<void> {
     // Most often the environment: an address to listen on that cannot be had (HOST, PORT), a
     // DATA_DIR that cannot be written, a database that cannot be reached (DATABASE_URL).
     log.fatal({ err: error }, "could not start");
-    console.error(`plinth: could not start: ${error instanceof Error ? error.message : String(error)}`);
+    console.error(`plinth: could not start: ${errorMessage(error)}`);
     process.exit(1);
   }
   const shutdown = (signal: string) => {

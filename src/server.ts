@@ -60,9 +60,19 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const inFlight = new InFlight();
   const server = await new Promise<HttpServer>((resolve, reject) => {
     // This server is HTTP/1.1, so the bindings are always the node:http request and response.
-    const fetch = (request: Request, env: HttpBindings | Http2Bindings) =>
-      inFlight.track((env as HttpBindings).outgoing, () => app.fetch(request, env as HttpBindings));
-    const s = createServer(getRequestListener(fetch, { hostname: config.host, errorHandler: unreadableRequest }));
+    const fetch = (request: Request, env: HttpBindings | Http2Bindings) => {
+      const { incoming, outgoing } = env as HttpBindings;
+      // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node would answer it itself,
+      // with no body (see `requireHostHeader` below).
+      if (incoming.headers.host === undefined && incoming.httpVersion === "1.1") {
+        return badRequest("malformed request: an HTTP/1.1 request needs a Host header");
+      }
+      return inFlight.track(outgoing, () => app.fetch(request, env as HttpBindings));
+    };
+    const s = createServer(
+      { requireHostHeader: false },
+      getRequestListener(fetch, { hostname: config.host, errorHandler: unreadableRequest }),
+    );
     s.on("clientError", answerClientError);
     // The address is taken, or HOST is not an address of this machine.
     s.once("error", (error) => reject(new Error(`cannot listen on ${config.host}:${config.port}: ${error.message}`)));
@@ -136,10 +146,17 @@ class InFlight {
  * envelope, like every other error. Anything else here would be a fault of the adapter: 500.
  */
 function unreadableRequest(error: unknown): Response {
-  const [status, code, message]: [number, ErrorCode, string] =
-    error instanceof RequestError
-      ? [400, "BAD_REQUEST", `malformed request: ${error.message}`]
-      : [500, "INTERNAL", "internal error"];
+  return error instanceof RequestError
+    ? badRequest(`malformed request: ${error.message}`)
+    : refusal(500, "INTERNAL", "internal error");
+}
+
+function badRequest(message: string): Response {
+  return refusal(400, "BAD_REQUEST", message);
+}
+
+/** An answer made before the app sees the request; the connection ends with it. */
+function refusal(status: number, code: ErrorCode, message: string): Response {
   return Response.json(errorBody(code, message), {
     status,
     headers: { connection: "close", "x-request-id": randomUUID() },
@@ -165,16 +182,17 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
   }
   const [status, message] = CLIENT_ERRORS[error.code ?? ""] ?? [400, "malformed HTTP request"];
   const body = JSON.stringify(errorBody("BAD_REQUEST", message));
-  // An answer to HEAD has no body (RFC 9110 §9.3.2). The chunk the parser refused may not start
-  // with the request line (it came in an earlier one, or there is none, as on a timeout), so the
-  // body goes only with a request line seen to name another method.
+  // An answer to HEAD has no body (RFC 9110 §9.3.2), and the chunk the parser refused may not
+  // show the method: the request line came in an earlier chunk, or is itself what was refused,
+  // or there is none (a timeout). Only a request line seen to name a method decides: HEAD gets
+  // the headers alone, others a body of the length announced. Otherwise the body is sent with no
+  // length, ended by closing the connection (RFC 9112 §6.3), which a HEAD client never reads.
   const packet = (error as { rawPacket?: Buffer }).rawPacket?.subarray(0, 16).toString("latin1") ?? "";
   const method = /^([A-Z]+) /.exec(packet)?.[1];
-  const head = method === undefined || method === "HEAD";
+  const framing = method === undefined ? "" : `Content-Length: ${Buffer.byteLength(body)}\r\n`;
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${randomUUID()}\r\n` +
-      `Connection: close\r\n\r\n${head ? "" : body}`,
+      `${framing}X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${method === "HEAD" ? "" : body}`,
     () => socket.destroy(),
   );
 }

@@ -316,7 +316,7 @@ describe("integrations", () => {
           password: "hunter2hunter2",
           channel: "#alerts",
           // At any depth, in objects and arrays; a secret that is not a string is masked whole.
-          auth: { token: "nested-secret-abcdef", user: "bot" },
+          login: { token: "nested-secret-abcdef", user: "bot" },
           list: [{ apiKey: "arr-secret-1234567", name: "first" }],
           credentials: { user: "bot", pass: "object-secret-9876" },
         },
@@ -330,7 +330,7 @@ describe("integrations", () => {
       signingSecret: masked("sig-secret-abcd"),
       password: masked("hunter2hunter2"),
       channel: "#alerts",
-      auth: { token: masked("nested-secret-abcdef"), user: "bot" },
+      login: { token: masked("nested-secret-abcdef"), user: "bot" },
       list: [{ apiKey: masked("arr-secret-1234567"), name: "first" }],
       credentials: "••••",
     };
@@ -355,10 +355,56 @@ describe("integrations", () => {
       appKey: "dd-app-key-5678",
       password: "hunter2hunter2",
       channel: "#ops",
-      auth: { token: "nested-secret-abcdef", user: "bot" },
+      login: { token: "nested-secret-abcdef", user: "bot" },
       list: [{ apiKey: "arr-secret-1234567", name: "first" }],
       credentials: { user: "bot", pass: "object-secret-9876" },
     });
+    expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
+  });
+
+  it("masks the usual names of credentials, and leaves names that only look alike", async () => {
+    const secretNames = [
+      "passphrase",
+      "pass",
+      "pin",
+      "otp",
+      "encryptionKey",
+      "masterKey",
+      "routingKey",
+      "licenseKey",
+      "accessKey",
+      "access_key_id",
+      "key",
+      "jwt",
+      "bearer",
+      "auth",
+      "cookie",
+      "session",
+      "sessionId",
+      "hmac",
+      "signature",
+      "sig",
+      "dsn",
+      "connectionString",
+      "databaseUrl",
+      "DB_PASSWORD",
+      "x-api-key",
+    ];
+    const plainNames = ["channel", "keyword", "author", "mapping", "design", "sessions_count", "username"];
+    const config: Record<string, string> = { webhookUrl: "https://hooks.example.com/services/T0/B0/x" };
+    for (const name of [...secretNames, ...plainNames]) config[name] = `value-of-${name}-0000`;
+    const created = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: { kind: "slack", config },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const read = await call(app, "GET", `/org/${slug}/integrations/${created.body.integration.id}`, as("viewer"));
+    for (const body of [created.body, read.body]) {
+      const shown = body.integration.config;
+      for (const name of secretNames) expect(shown[name], name).toBe(masked(config[name] as string));
+      for (const name of plainNames) expect(shown[name], name).toBe(config[name]);
+    }
+    const id = created.body.integration.id;
     expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
   });
 
@@ -485,6 +531,8 @@ describe("integrations", () => {
       [{ kind: "datadog", config: { site: "datadoghq.com" } }, "config.apiKey"],
       [{ kind: "datadog", config: { apiKey: "" } }, "config.apiKey"],
       [{ kind: "datadog", config: { apiKey: "k1234", site: "Not A Site!" } }, "config.site"],
+      [{ kind: "datadog", config: { apiKey: "k1234", site: "localhost" } }, "config.site"],
+      [{ kind: "datadog", config: { apiKey: "k1234", site: "datadoghq.eu.127.0.0.1" } }, "config.site"],
       [{ kind: "datadog", config: { apiKey: "k1234", apiUrl: "gopher://x.test" } }, "config.apiUrl"],
       [{ kind: "pagerduty", config: { webhookUrl: `${receiver.url}/x` } }, "kind"],
       [{ config: { webhookUrl: `${receiver.url}/x` } }, "kind"],

@@ -193,7 +193,20 @@ describe("POST /org and GET /orgs", () => {
       expectValidation(await create({ name: 42 }), "name");
       expectValidation(await create({ name: "Acme\r\nBcc: x" }), "name");
       expectValidation(await create({ name: "Tab\there" }), "name");
+      // Nothing to see, or text that reads in another order than it is stored.
+      expectValidation(await create({ name: "\u200b\u200b\u200b" }), "name");
+      expectValidation(await create({ name: "\u00a0\u2060\u00a0" }), "name");
+      expectValidation(await create({ name: "Acme\u202eevil" }), "name");
+      expectValidation(await create({ name: "Acme\u2066x\u2069" }), "name");
       expect(await orgsOf({ cookie: validator.cookie })).toHaveLength(before);
+    });
+
+    it("keeps names in any script, emoji joined by zero-width joiners included", async () => {
+      for (const name of [`שלום ${tag()}`, `مرحبا ${tag()}`, `Team 👩‍💻 ${tag()}`, `İstanbul ${tag()}`]) {
+        const res = await create({ name });
+        expect(res.status, JSON.stringify(res.body)).toBe(201);
+        expect(res.body.org.name).toBe(name);
+      }
     });
 
     it("accepts purpose and teamSize of 40 characters and refuses 41", async () => {

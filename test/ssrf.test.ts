@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, LookupFunction } from "node:net";
+import { networkInterfaces } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { createOutboundClient, type OutboundClient, type OutboundClientOptions } from "../src/lib/outbound.ts";
 import { checkOutboundUrl, isPrivateAddress } from "../src/lib/ssrf.ts";
@@ -49,9 +50,32 @@ describe("isPrivateAddress", () => {
     ["::ffff:169.254.169.254", true],
     ["::ffff:192.168.0.1", true],
     ["64:ff9b::10.0.0.1", true],
+    ["::ffff:0:127.0.0.1", true],
+    ["2002:7f00:1::", true],
+    ["2002:a9fe:a9fe::1", true],
+    ["2002:808:808::1", false],
+    ["192.0.2.2", true],
+    ["198.51.100.7", true],
+    ["203.0.113.9", true],
+    ["192.88.99.1", true],
+    ["::ffff:203.0.113.9", true],
+    ["100::1", true],
+    ["2001::1", true],
+    ["2001:10::1", true],
+    ["2001:db8::1", true],
+    ["3fff::1", true],
     ["not an ip", true],
   ])("%s → %s", (ip, expected) => {
     expect(isPrivateAddress(ip)).toBe(expected);
+  });
+
+  it("counts this machine's own addresses as private, public ones included, in their IPv6 forms too", () => {
+    const own = Object.values(networkInterfaces()).flatMap((entries) => entries ?? []);
+    expect(own.length).toBeGreaterThan(0);
+    for (const { address, family } of own) {
+      expect(isPrivateAddress(address)).toBe(true);
+      if (family === "IPv4") expect(isPrivateAddress(`::ffff:${address}`)).toBe(true);
+    }
   });
 });
 

@@ -1110,6 +1110,30 @@ describe("retries", () => {
     expect(ok).toMatchObject({ attempt: 2, statusCode: 200, error: null });
   });
 
+  it("records an attempt in time when the worker's WEBHOOK_TIMEOUT_MS is longer than the one that queued it", async () => {
+    // A worker process waiting 60 s on a receiver, and a server (no jobs) that queued the delivery
+    // with its own 1 s: the job's deadline is the server's, so the attempt ends within it and is
+    // recorded, instead of the job being cut off with nothing written and the delivery left pending.
+    const worker = await startApp({ ...BASE_ENV, WEBHOOK_TIMEOUT_MS: "60000" });
+    const server = await startApp(
+      { ...BASE_ENV, WORKERS: "0", WEBHOOK_TIMEOUT_MS: "1000" },
+      { shareDatabaseWith: worker },
+    );
+    try {
+      const org = await freshOrg(server);
+      const receiver = await startScriptedReceiver(["stall"], 200);
+      const { webhook } = await createHook(server, org, receiver.url, ["member.invited"]);
+      await invite(server, org);
+      const delivery = await settledDelivery(server, org, webhook.id, "member.invited", 15_000);
+      expect(delivery).toMatchObject({ status: "succeeded", attemptCount: 2 });
+      expect(delivery.attempts[0]).toMatchObject({ attempt: 1, statusCode: null, error: "timed out after 1000 ms" });
+      expect(delivery.attempts[1]).toMatchObject({ attempt: 2, statusCode: 200 });
+    } finally {
+      await server.close();
+      await worker.close();
+    }
+  });
+
   it("stores each attempt's response body cut to 2 KiB", async () => {
     const org = await freshOrg();
     const long = "x".repeat(5_000);

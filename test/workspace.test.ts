@@ -203,19 +203,25 @@ describe("workspace runtime", () => {
   });
 
   it("refuses a cross-site write made with an org admin's session cookie", async () => {
-    const write = (origin: string | undefined) =>
+    const write = (origin: string | undefined, fetchSite?: string) =>
       fetch(`${app.url}/w/${projectId}/api/collections`, {
         method: "POST",
         headers: {
           cookie: owner.cookie,
           "content-type": "application/json",
           ...(origin === undefined ? {} : { origin }),
+          ...(fetchSite === undefined ? {} : { "sec-fetch-site": fetchSite }),
         },
         body: JSON.stringify({ slug: `csrf-${Math.random().toString(36).slice(2, 8)}` }),
       });
     const forged = await write("http://evil.example");
     expect(forged.status).toBe(403);
     expect(((await forged.json()) as { error: { code: string } }).error.code).toBe("FORBIDDEN");
+    // A browser that sends no Origin still says where the request came from.
+    expect((await write(undefined, "cross-site")).status).toBe(403);
+    expect((await write(undefined, "same-site")).status).toBe(403);
+    expect((await write(undefined, "same-origin")).status).toBe(201);
+    expect((await write(undefined, "none")).status).toBe(201);
     expect((await write(new URL(app.config.publicUrl).origin)).status).toBe(201);
     // No Origin at all: a non-browser client, which a forged cross-site request cannot be.
     expect((await write(undefined)).status).toBe(201);

@@ -200,8 +200,21 @@ const CONTROL_CHARACTER = /[\u0001-\u001f\u007f-\u009f]/;
  * log line or a mail it appears in.
  */
 export function nameText(min: number, max: number) {
-  return oneLine(z.string().trim().min(min).max(max));
+  return oneLine(z.string().trim().min(min).max(max))
+    .refine((value) => !BIDI_CONTROL.test(value), "must not contain bidirectional control characters")
+    .refine((value) => VISIBLE.test(value), "must contain a visible character");
 }
+
+/**
+ * Embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069): they reorder the text
+ * around them, so a name holding one can read as another in a listing.
+ */
+const BIDI_CONTROL = /[\u202a-\u202e\u2066-\u2069]/;
+/** Anything but separators, format characters (zero-width ones among them) and white space. */
+const VISIBLE = /[^\p{Z}\p{Cf}\s]/u;
+
+/** An http(s) URL a webhook or an integration posts to. */
+export const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);
 
 /** Whether `text` holds a control character other than NUL. */
 export function hasControlCharacter(text: string): boolean {

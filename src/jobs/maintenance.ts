@@ -1,9 +1,9 @@
+import { DAY_MS } from "../clock.ts";
 import type { Deps } from "../deps.ts";
 import { pruneIdempotencyKeys } from "../http/idempotency.ts";
 import type { JobHandlers } from "./handlers.ts";
 import type { RecurringJob } from "./schedule.ts";
 
-const DAY_MS = 86_400_000;
 /** Finished jobs are kept this long for inspection: succeeded a day, dead-lettered a month. */
 const KEEP_SUCCEEDED_MS = DAY_MS;
 const KEEP_DEAD_MS = 30 * DAY_MS;

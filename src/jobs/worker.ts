@@ -4,6 +4,7 @@ import type { Db } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
 import { oneOf } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
+import { asError, errorMessage } from "../lib/errors.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
 import {
@@ -461,7 +462,6 @@ export class Worker implements LocalTaker {
     } = jobDeadline(Math.max(...jobs.map((job) => job.timeout_ms)), this.halt.signal);
     // A batch's jobs all listen on this one signal.
     setMaxListeners(0, signal);
-    const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));
     try {
       const results = await Promise.race([
         handler.handleBatch(
@@ -591,7 +591,7 @@ export class Worker implements LocalTaker {
 
   /** The outcome of a failed attempt: retried with backoff, or dead after the last attempt. */
   private failure(job: Job, handler: JobHandler, error: unknown): Outcome {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     if (error instanceof PermanentJobError || job.attempts >= job.max_attempts) {
       this.deps.log.warn(
         { jobId: job.id, kind: job.kind, attempts: job.attempts, error: message },

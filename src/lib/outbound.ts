@@ -13,8 +13,17 @@ export interface OutboundResponse {
 }
 
 export interface OutboundClient {
-  /** Never throws: every failure, refusal and timeout comes back as an `error`. Redirects are not followed. */
-  post(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<OutboundResponse>;
+  /**
+   * Never throws: every failure, refusal and timeout comes back as an `error`. Redirects are not
+   * followed. `timeoutMs` shortens the client's own deadline for this request (never lengthens it).
+   */
+  post(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    signal?: AbortSignal,
+    timeoutMs?: number,
+  ): Promise<OutboundResponse>;
   close(): Promise<void>;
 }
 
@@ -130,8 +139,15 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
    * bytes as they arrive: the `request()` API's response streams and async iteration cost about
    * twice as much CPU per delivery, for a body of at most 2 KiB that is read whole anyway.
    */
-  function post(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal) {
+  function post(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    signal?: AbortSignal,
+    requestTimeoutMs?: number,
+  ) {
     const started = performance.now();
+    const deadlineMs = Math.min(timeoutMs, requestTimeoutMs ?? timeoutMs);
     const failure = (error: string): OutboundResponse => ({
       statusCode: null,
       body: null,
@@ -170,7 +186,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
         settle(failure(describeError(reason)));
         controller?.abort(reason);
       };
-      const timer = setTimeout(() => stop(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(() => stop(new Error(`timed out after ${deadlineMs} ms`)), deadlineMs);
       const abortFromCaller = () => stop(new Error(`aborted: ${describeError(signal?.reason)}`));
       signal?.addEventListener("abort", abortFromCaller, { once: true });
 

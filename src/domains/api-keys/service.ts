@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
+import { DAY_MS } from "../../clock.ts";
 import { preparedRead } from "../../db/compiled.ts";
 import type { ApiKeysTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
@@ -18,7 +19,6 @@ import type { ApiKeyInput, ApiKeySchema } from "./schemas.ts";
 
 type ApiKey = z.infer<typeof ApiKeySchema>;
 
-const DAY_MS = 86_400_000;
 const TOKEN_PREFIX = "pak_";
 const TOKEN_PATTERN = /^pak_[0-9a-f]{64}$/;
 /** `lastUsedAt` is kept to this resolution, so a busy key costs one write a minute, not one a request. */

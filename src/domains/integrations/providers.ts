@@ -1,9 +1,8 @@
 import { z } from "@hono/zod-openapi";
+import { httpUrl } from "../../http/router.ts";
 
 export const INTEGRATION_KINDS = ["slack", "discord", "datadog", "github"] as const;
 export type IntegrationKind = (typeof INTEGRATION_KINDS)[number];
-
-const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);
 
 /**
  * What each provider needs in `config`; the named secret fields are never returned. `destination`
@@ -18,7 +17,12 @@ export const PROVIDER_CONFIG = {
         apiKey: z.string().min(1),
         site: z
           .string()
-          .regex(/^[a-z0-9.-]+$/, "must be a Datadog site such as datadoghq.eu")
+          // datadoghq.com, datadoghq.eu, us3/us5/ap1/ap2.datadoghq.com, ddog-gov.com, …; any
+          // other address goes in apiUrl.
+          .regex(
+            /^(?:[a-z0-9]+\.)?(?:datadoghq\.com|datadoghq\.eu|ddog-gov\.com)$/,
+            "must be a Datadog site such as datadoghq.eu (another address goes in apiUrl)",
+          )
           .default("datadoghq.com"),
         apiUrl: httpUrl.optional(),
       })

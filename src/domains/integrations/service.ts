@@ -48,13 +48,44 @@ function maskSecret(value: unknown): string {
   return typeof value === "string" && value.length > 4 ? `${MASK}${value.slice(-4)}` : MASK;
 }
 
-/** Names that say a config value is a credential, whatever the provider makes of it. */
-const SECRET_NAME = /secret|token|passw|pwd|api[-_]?key|app[-_]?key|private[-_]?key|credential|authorization|signing/i;
+/** Parts of a name that say a config value is a credential, whatever the provider makes of it. */
+const SECRET_PART =
+  /secret|token|passw|passphrase|passcode|pwd|credential|authoriz|signing|connection.?string|database.?url/i;
+/** Words that do, as a whole word of the name: `encryptionKey`, `access_key_id`, `sessionId`, `pin`. */
+const SECRET_WORDS = new Set([
+  "key",
+  "apikey",
+  "pass",
+  "pin",
+  "otp",
+  "jwt",
+  "bearer",
+  "auth",
+  "cookie",
+  "session",
+  "hmac",
+  "signature",
+  "sig",
+  "dsn",
+]);
+
+/** A name's words: split at punctuation and at camelCase humps, lower-cased. */
+function wordsOf(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z0-9]+/);
+}
+
+/** Whether a config key's name says it holds a secret; erring towards masking. */
+function isSecretName(name: string): boolean {
+  return SECRET_PART.test(name) || wordsOf(name).some((word) => SECRET_WORDS.has(word));
+}
 
 type SecretKeyTest = (key: string) => boolean;
 
 /** Below the top level of a config, a key holds a secret when its name says so. */
-const nestedSecretKey: SecretKeyTest = (key) => SECRET_NAME.test(key);
+const nestedSecretKey: SecretKeyTest = isSecretName;
 
 /**
  * Whether a top-level config key holds a secret: one the provider names (the webhook URL of
@@ -63,7 +94,7 @@ const nestedSecretKey: SecretKeyTest = (key) => SECRET_NAME.test(key);
  */
 function secretKeyOf(kind: IntegrationKind): SecretKeyTest {
   const named = PROVIDER_CONFIG[kind].secrets as readonly string[];
-  return (key) => named.includes(key) || SECRET_NAME.test(key);
+  return (key) => named.includes(key) || isSecretName(key);
 }
 
 function asObject(value: unknown): Record<string, unknown> | undefined {

@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import { type SqlBool, sql } from "kysely";
+import { DAY_MS } from "../../clock.ts";
 import { type Db, isUniqueViolation } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../http/errors.ts";
@@ -15,8 +16,6 @@ import { emitOrgEvent } from "../webhooks/events.ts";
 import type { InviteInput, MemberSchema } from "./schemas.ts";
 
 type Member = z.infer<typeof MemberSchema>;
-
-const DAY_MS = 86_400_000;
 
 function isInvitationId(id: string): boolean {
   return id.startsWith("inv_");

@@ -1,6 +1,8 @@
+import { DAY_MS } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
+import { errorMessage } from "../../lib/errors.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import { projectEventPayload } from "./service.ts";
@@ -37,9 +39,9 @@ export function projectJobs(deps: Deps): JobHandlers {
           try {
             await migrateWorkspace(deps, project.id, project.template, project.template_version);
           } catch (error) {
-            failure = `template ${project.template}@${project.template_version} failed to apply: ${
-              error instanceof Error ? error.message : String(error)
-            }`;
+            failure = `template ${project.template}@${project.template_version} failed to apply: ${errorMessage(
+              error,
+            )}`;
             await dropWorkspace(deps, project.id).catch(() => {});
           }
         }
@@ -105,6 +107,4 @@ export function projectJobs(deps: Deps): JobHandlers {
   };
 }
 
-export const projectSchedule: RecurringJob[] = [
-  { name: "projects.purge", everyMs: 86_400_000, kind: "projects.purge" },
-];
+export const projectSchedule: RecurringJob[] = [{ name: "projects.purge", everyMs: DAY_MS, kind: "projects.purge" }];

@@ -1,10 +1,12 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
+import { DAY_MS } from "../../clock.ts";
 import type { Db } from "../../db/database.ts";
 import type { ProjectsTable } from "../../db/schema.ts";
 import { forUpdateOn } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { errorMessage } from "../../lib/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
@@ -20,8 +22,6 @@ import { migrateWorkspace } from "./workspace-db.ts";
 export type ProjectRow = Selectable<ProjectsTable>;
 type Project = z.infer<typeof ProjectSchema>;
 type Deploy = z.infer<typeof DeploySchema>;
-
-const DAY_MS = 86_400_000;
 
 function toProject(row: ProjectRow, publicUrl: string): Project {
   return {
@@ -457,7 +457,7 @@ export async function upgradeProject({
           ? { status: "skipped", from: migrated.from, to, reason: `already at ${migrated.from}` }
           : { status: "upgraded", from, to };
     } catch (error) {
-      result = { status: "failed", from, to, error: error instanceof Error ? error.message : String(error) };
+      result = { status: "failed", from, to, error: errorMessage(error) };
     }
   }
   return inOrgTransaction(ctx, async (trx) => {

@@ -20,23 +20,32 @@ export function workspaceSchema(projectId: string): string {
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a workspace schema is the template's, not Plinth's
-type WorkspaceDb = Kysely<any>;
+export type WorkspaceDb = Kysely<any>;
+
+/**
+ * Opens a SQLite workspace file (created if missing). Close both: Kysely opens its connection on
+ * the first query, and its `destroy` closes nothing if no query ran.
+ */
+export function openWorkspaceFile(file: string): { db: WorkspaceDb; sqlite: SQLite.Database } {
+  const sqlite = new SQLite(file);
+  sqlite.pragma("journal_mode = WAL");
+  sqlite.pragma("synchronous = NORMAL");
+  // Other connections (the server's, its worker thread's, other processes') may be writing to it too.
+  sqlite.pragma("busy_timeout = 5000");
+  return { db: new Kysely({ dialect: sqliteDialect(sqlite) }), sqlite };
+}
 
 /** Runs `work` on the project's workspace database, closing what it opened. */
 async function withWorkspace<T>(deps: Deps, projectId: string, work: (db: WorkspaceDb) => Promise<T>): Promise<T> {
   if (deps.dialect === "postgres") return work(deps.db.withSchema(workspaceSchema(projectId)) as WorkspaceDb);
   const file = workspaceFile(deps, projectId);
   makeDirectory(path.dirname(file));
-  const sqlite = new SQLite(file);
-  sqlite.pragma("journal_mode = WAL");
-  sqlite.pragma("synchronous = NORMAL");
-  // Other connections (the server's, its worker thread's) may be writing to this file too.
-  sqlite.pragma("busy_timeout = 5000");
-  const db: WorkspaceDb = new Kysely({ dialect: sqliteDialect(sqlite) });
+  const { db, sqlite } = openWorkspaceFile(file);
   try {
     return await work(db);
   } finally {
     await db.destroy();
+    if (sqlite.open) sqlite.close();
   }
 }
 

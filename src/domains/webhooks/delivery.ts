@@ -1,4 +1,5 @@
 import { type Selectable, sql } from "kysely";
+import { DAY_MS } from "../../clock.ts";
 import type { Db } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import { chunked, insertRows, oneOf } from "../../db/shapes.ts";
@@ -12,7 +13,7 @@ import { recordSystemAudit } from "../audit/service.ts";
 import { type IntegrationKind, providerAuthHeaders, providerUrl, unconfigured } from "../integrations/providers.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { deliveryView } from "./deliveries.ts";
-import { type DeliveryDraft, queueDeliveries } from "./events.ts";
+import { attemptTimeoutWithin, type DeliveryDraft, queueDeliveries } from "./events.ts";
 import { signatureHeaders } from "./signing.ts";
 
 /** Consecutive failed attempts after which a webhook is switched off (SPEC: circuit breaker). */
@@ -164,6 +165,8 @@ export interface AttemptRequest {
   replayHeaders?: Record<string, string>;
   /** The delivery as its caller has just committed it, in place of reading it back. */
   delivery?: Delivery;
+  /** The longest this attempt may take, when shorter than WEBHOOK_TIMEOUT_MS (a job's deadline). */
+  timeoutMs?: number;
 }
 
 export interface AttemptResult {
@@ -259,7 +262,7 @@ async function send(
   };
   const response: OutboundResponse = target.refusal
     ? { statusCode: null, body: null, latencyMs: 0, error: target.refusal }
-    : await deps.outbound.post(target.url, headers, delivery.body, signal);
+    : await deps.outbound.post(target.url, headers, delivery.body, signal, request.timeoutMs);
   const ok = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
   const error = ok ? null : (response.error ?? `HTTP ${response.statusCode}`);
   const status: DeliveryStatus = ok ? "succeeded" : request.final ? "dead" : "failed";
@@ -484,7 +487,6 @@ export async function sendTestDelivery(
 const RETENTION_BATCH = 1_000;
 /** Deliveries claimed, sent and recorded together by one worker slot. */
 const DELIVERY_BATCH = 64;
-const DAY_MS = 86_400_000;
 
 /**
  * The `webhook.deliver` job: one attempt per run; the queue retries with backoff until
@@ -530,6 +532,7 @@ export function deliveryJobs(deps: Deps) {
           runs.map(({ job, payload, local }) => ({
             deliveryId: String(payload.deliveryId),
             final: job.attempts >= job.max_attempts,
+            timeoutMs: attemptTimeoutWithin(job.timeout_ms),
             // Handed over by the dispatch that inserted it (see WorkspaceDispatcher).
             ...(local ? { delivery: local as Delivery } : {}),
           })),

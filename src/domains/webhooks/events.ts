@@ -172,6 +172,16 @@ export function deliveryRow(delivery: {
 const DELIVERY_JOB_SLACK_MS = 5_000;
 
 /**
+ * The longest an attempt may take within a `webhook.deliver` job of `jobTimeoutMs`. The job's
+ * timeout was set by the process that queued it, from its own WEBHOOK_TIMEOUT_MS; the worker's
+ * may be longer, and an attempt cut off by the job's deadline would be neither recorded nor
+ * counted, so it ends in time to be written down.
+ */
+export function attemptTimeoutWithin(jobTimeoutMs: number): number {
+  return Math.max(1, jobTimeoutMs - DELIVERY_JOB_SLACK_MS);
+}
+
+/**
  * The `webhook.deliver` job of a delivery. `local` is the delivery's row as inserted, handed to
  * this process's worker if it takes the job (see `JobSpec.local`).
  */

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { pageQuery } from "../../http/router.ts";
+import { httpUrl, pageQuery } from "../../http/router.ts";
 import { ORG_EVENT_KINDS } from "./events.ts";
 
 /** Dot-separated lowercase segments (`project.paused`), optionally ending in `.*` for a prefix. */
@@ -17,18 +17,16 @@ export const orgEventPattern = z
     message: `must be '*', an event kind such as '${ORG_EVENT_KINDS[0]}' (lowercase, dot-separated) or a prefix such as 'project.*'`,
   });
 
-const webhookUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);
-
 export const WebhookInput = z
   .object({
-    url: webhookUrl,
+    url: httpUrl,
     events: z.array(orgEventPattern).min(1).max(50),
   })
   .openapi("WebhookInput");
 
 export const UpdateWebhookInput = z
   .object({
-    url: webhookUrl.optional(),
+    url: httpUrl.optional(),
     events: z.array(orgEventPattern).min(1).max(50).optional(),
     active: z.boolean().optional().openapi({ description: "`true` resumes a disabled webhook" }),
   })

@@ -1,12 +1,9 @@
 import { existsSync } from "node:fs";
-import SQLite from "better-sqlite3";
-import { Kysely } from "kysely";
-import { sqliteDialect } from "../../db/database.ts";
+import type SQLite from "better-sqlite3";
 import type { Deps } from "../../deps.ts";
-import { workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
+import { openWorkspaceFile, type WorkspaceDb, workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: a workspace schema is the template's, not Plinth's
-export type WorkspaceDb = Kysely<any>;
+export type { WorkspaceDb };
 
 /** How long an evicted SQLite workspace stays open, so requests still using it can finish. */
 const CLOSE_DELAY_MS = 10_000;
@@ -85,19 +82,12 @@ export class WorkspaceDatabases {
     if (this.deps.dialect === "postgres") return this.deps.db.withSchema(workspaceSchema(projectId)) as WorkspaceDb;
     const file = workspaceFile(this.deps, projectId);
     if (!existsSync(file)) return null;
-    const sqlite = new SQLite(file);
-    sqlite.pragma("journal_mode = WAL");
-    sqlite.pragma("synchronous = NORMAL");
-    sqlite.pragma("busy_timeout = 5000");
-    const db: WorkspaceDb = new Kysely({ dialect: sqliteDialect(sqlite) });
+    const { db, sqlite } = openWorkspaceFile(file);
     this.files.set(db, sqlite);
     return db;
   }
 
-  /**
-   * Closes a SQLite workspace. Kysely opens its connection on the first query, and its destroy
-   * closes nothing if no query ran; the file handle opened here is closed either way.
-   */
+  /** Closes a SQLite workspace: its Kysely instance and the file handle under it (see `openWorkspaceFile`). */
   private async close(db: WorkspaceDb): Promise<void> {
     await db.destroy().catch(() => {});
     const sqlite = this.files.get(db);

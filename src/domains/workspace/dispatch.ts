@@ -1,4 +1,5 @@
 import type { Selectable } from "kysely";
+import { DAY_MS } from "../../clock.ts";
 import type { Dialect } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
 import { insertRows, oneOf } from "../../db/shapes.ts";
@@ -290,5 +291,5 @@ export function dispatchJobs(dispatcher: WorkspaceDispatcher): JobHandlers {
 
 export const dispatchSchedule: RecurringJob[] = [
   { name: "workspace.sweep", everyMs: 60_000, kind: "workspace.sweep" },
-  { name: "workspace.sweep_all", everyMs: 86_400_000, kind: "workspace.sweep_all" },
+  { name: "workspace.sweep_all", everyMs: DAY_MS, kind: "workspace.sweep_all" },
 ];

@@ -4,11 +4,13 @@ import path from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import Busboy from "busboy";
+import { DAY_MS } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
 import { hasControlCharacter } from "../../http/router.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
+import { errorMessage } from "../../lib/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { workspaceFilesDir } from "../projects/workspace-db.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
@@ -77,7 +79,7 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
       });
     } catch (error) {
       // A multipart type without a boundary, for one: busboy refuses it before reading a byte.
-      throw new BadRequestError(`malformed multipart body: ${error instanceof Error ? error.message : String(error)}`);
+      throw new BadRequestError(`malformed multipart body: ${errorMessage(error)}`);
     }
     const received = new Promise<{ name: string; contentType: string }>((resolve, reject) => {
       let found = false;
@@ -104,11 +106,7 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
           reject,
         );
       });
-      busboy.on("error", (error) =>
-        reject(
-          new BadRequestError(`malformed multipart body: ${error instanceof Error ? error.message : String(error)}`),
-        ),
-      );
+      busboy.on("error", (error) => reject(new BadRequestError(`malformed multipart body: ${errorMessage(error)}`)));
       busboy.on("close", () => {
         if (!found)
           reject(new ValidationError([{ path: "file", message: "a multipart field named 'file' is required" }]));
@@ -244,7 +242,6 @@ export async function deleteFile(ctx: WorkspaceCtx, id: string): Promise<void> {
   await rm(path.join(filesDir(ctx), id), { force: true });
 }
 
-const DAY_MS = 86_400_000;
 /** Upload leftovers older than this go; no upload takes a day, so none in progress is touched. */
 const LEFTOVER_AGE_MS = DAY_MS;
 const LEFTOVER_CHUNK = 500;

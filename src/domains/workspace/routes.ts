@@ -8,6 +8,7 @@ import { limitRate } from "../../http/rate-limit.ts";
 import {
   createRouter,
   errorResponses,
+  httpUrl,
   jsonBody,
   jsonContent,
   jsonObject,
@@ -94,7 +95,7 @@ const HookSchema = z
   .openapi("WorkspaceWebhook");
 const hookFields = {
   name: z.string().min(1).max(100),
-  url: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048),
+  url: httpUrl,
   events: z.array(z.string().min(1).max(200)).min(1).max(50),
   secret: z.string().min(1).max(200).nullable().optional(),
   headers: headerMap.nullable().optional(),

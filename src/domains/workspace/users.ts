@@ -1,5 +1,6 @@
 import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from "node:crypto";
 import { sql } from "kysely";
+import { DAY_MS } from "../../clock.ts";
 import { isUniqueViolation } from "../../db/database.ts";
 import { ConflictError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
@@ -62,7 +63,7 @@ async function startSession(ctx: WorkspaceCtx, trx: WorkspaceCtx["db"], userId: 
       token_hash: sha256Hex(token),
       user_id: userId,
       created_at: now.toISOString(),
-      expires_at: new Date(now.getTime() + SESSION_DAYS * 86_400_000).toISOString(),
+      expires_at: new Date(now.getTime() + SESSION_DAYS * DAY_MS).toISOString(),
     })
     .execute();
   return token;
