@@ -5,7 +5,7 @@ import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
 import { invitationJobs } from "./domains/members/service.ts";
 import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
-import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery.ts";
+import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery-jobs.ts";
 import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
 import {
   type DispatcherOptions,

@@ -13,7 +13,7 @@ import {
   workspaceSchema,
   workspaceVersion,
 } from "../src/domains/projects/workspace-db.ts";
-import { deliveryJobs } from "../src/domains/webhooks/delivery.ts";
+import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
 import { Worker } from "../src/jobs/worker.ts";
 import {
   addMember,

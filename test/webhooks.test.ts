@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deliveryJobs } from "../src/domains/webhooks/delivery.ts";
+import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
 import {
   addMember,
   type CallOptions,

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
-import { deliveryJobs } from "../src/domains/webhooks/delivery.ts";
+import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
 import type { JobRun } from "../src/jobs/handlers.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {

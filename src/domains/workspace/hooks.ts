@@ -7,8 +7,9 @@ import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordAuditAs } from "../audit/service.ts";
 import { deliveryView, listDeliveries } from "../webhooks/deliveries.ts";
-import { attemptDelivery, isReservedHeader, sendTestDelivery } from "../webhooks/delivery.ts";
+import { attemptDelivery, sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
+import { isReservedHeader } from "../webhooks/targets.ts";
 import { requireAdmin, type WorkspaceCtx, workspaceActor } from "./access.ts";
 
 type WebhookRow = Selectable<WebhooksTable>;

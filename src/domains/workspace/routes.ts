@@ -5,17 +5,7 @@ import { limitRequestBody } from "../../http/body-limit.ts";
 import type { AppEnv } from "../../http/context.ts";
 import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "../../http/idempotency.ts";
 import { limitRate } from "../../http/rate-limit.ts";
-import {
-  createRouter,
-  errorResponses,
-  httpUrl,
-  jsonBody,
-  jsonContent,
-  jsonObject,
-  oneLine,
-  pageQuery,
-  withOperationIds,
-} from "../../http/router.ts";
+import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
 import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
 import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
@@ -35,12 +25,31 @@ import {
   getHook,
   listHookDeliveries,
   listHooks,
-  MAX_CUSTOM_HEADER_BYTES,
   retryDelivery,
   testHook,
   updateHook,
 } from "./hooks.ts";
 import { createCollection, createItem, deleteItem, getItem, listCollections, listItems, updateItem } from "./items.ts";
+import {
+  CollectionInput,
+  CollectionP,
+  CollectionSchema,
+  Credentials,
+  FileQuery,
+  FileSchema,
+  HookInput,
+  HookSchema,
+  HookUpdate,
+  IdP,
+  ItemInput,
+  ItemP,
+  ItemSchema,
+  oneDelivery,
+  oneHook,
+  Page,
+  SignedIn,
+  uploadBody,
+} from "./schemas.ts";
 import { deleteUser, signInUser, signOutUser, signUpUser } from "./users.ts";
 
 const errors = errorResponses(400, 401, 403, 404, 409, 413, 422, 429);
@@ -51,95 +60,6 @@ const security: Record<string, string[]>[] = [
   { sessionCookie: [] },
 ];
 const adminSecurity: Record<string, string[]>[] = [{ adminToken: [] }, { apiKey: [] }, { sessionCookie: [] }];
-
-// `projectId` is part of the server URL (`/w/{projectId}/api`), not of these paths.
-const CollectionP = z.object({ collection: z.string().openapi({ param: { name: "collection", in: "path" } }) });
-const ItemP = CollectionP.extend({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
-const IdP = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
-
-const CollectionSchema = z
-  .object({ slug: z.string(), name: z.string(), createdAt: z.string() })
-  .openapi("WorkspaceCollection");
-const CollectionInput = z
-  .object({
-    slug: z
-      .string()
-      .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, "1–63 of a-z, 0-9, '-' or '_', starting with a letter or digit"),
-    name: z.string().min(1).max(120).optional(),
-  })
-  .openapi("WorkspaceCollectionInput");
-const ItemSchema = z
-  .record(z.string(), z.unknown())
-  .openapi("WorkspaceItem", { description: "The item's data plus id, createdAt and updatedAt" });
-const ItemInput = jsonObject().openapi("WorkspaceItemInput");
-const Page = z.object(pageQuery(50, 500));
-
-/** Header names up to 100 characters; a value may take the whole budget (a long bearer token). */
-const headerMap = z.record(z.string().min(1).max(100), z.string().max(MAX_CUSTOM_HEADER_BYTES));
-const HookSchema = z
-  .object({
-    id: z.string(),
-    name: z.string(),
-    url: z.string(),
-    events: z.array(z.string()),
-    headers: z.record(z.string(), z.string()),
-    payloadFields: z.array(z.string()).nullable(),
-    hasSecret: z.boolean(),
-    active: z.boolean(),
-    consecutiveFailures: z.number().int(),
-    lastFailureAt: z.string().nullable(),
-    disabledReason: z.string().nullable(),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-  })
-  .openapi("WorkspaceWebhook");
-const hookFields = {
-  name: z.string().min(1).max(100),
-  url: httpUrl,
-  events: z.array(z.string().min(1).max(200)).min(1).max(50),
-  secret: z.string().min(1).max(200).nullable().optional(),
-  headers: headerMap.nullable().optional(),
-  payloadFields: z.array(z.string().min(1).max(200)).max(100).nullable().optional(),
-};
-const HookInput = z.object(hookFields).openapi("WorkspaceWebhookInput");
-const HookUpdate = z
-  .object({
-    name: hookFields.name.optional(),
-    url: hookFields.url.optional(),
-    events: hookFields.events.optional(),
-    secret: hookFields.secret,
-    headers: hookFields.headers,
-    payloadFields: hookFields.payloadFields,
-    active: z.boolean().optional(),
-  })
-  .openapi("WorkspaceWebhookUpdate");
-const oneHook = z.object({ webhook: HookSchema });
-const oneDelivery = z.object({ delivery: DeliverySchema });
-
-const Credentials = z
-  .object({ email: z.email().max(254), password: z.string().min(8).max(128) })
-  .openapi("WorkspaceCredentials");
-const UserSchema = z
-  .object({ id: z.string(), email: z.string(), createdAt: z.string(), updatedAt: z.string() })
-  .openapi("WorkspaceUser");
-const SignedIn = z.object({ user: UserSchema, token: z.string().openapi({ description: "`wsu_…` bearer token" }) });
-const FileSchema = z
-  .object({ id: z.string(), name: z.string(), contentType: z.string(), size: z.number().int(), createdAt: z.string() })
-  .openapi("WorkspaceFile");
-// Declared with plain JSON schemas, not zod: the body is streamed to disk, never parsed in memory.
-const uploadBody = {
-  required: true,
-  content: {
-    "multipart/form-data": {
-      schema: { type: "object" as const, properties: { file: { type: "string" as const, format: "binary" } } },
-    },
-    // A raw body of any type (named by ?name=); the type is kept and served back.
-    "*/*": { schema: { type: "string" as const, format: "binary" } },
-  },
-};
-const FileQuery = z.object({
-  name: oneLine(z.string().min(1).max(255)).optional().openapi({ description: "Name of a raw upload" }),
-});
 
 /** The only workspace operations open to callers without credentials. */
 const ANONYMOUS = /\/api\/auth\/sign-(up|in)\/?$/;
@@ -394,7 +314,7 @@ function workspaceBucket({ caller, project }: WorkspaceVisit, address: string | 
 /** The workspace API, served at `{workspaceUrl}/api` = `/w/{projectId}/api`. */
 export function workspaceRoutes(runtime: WorkspaceRuntime) {
   const { deps } = runtime;
-  const ctxOf = async (c: Context<WorkspaceEnv>) => c.get("workspace");
+  const ctxOf = (c: Context<WorkspaceEnv>) => c.get("workspace");
   const app = createRouter<WorkspaceEnv>();
   app.openAPIRegistry.registerWebhook({
     method: "post",
@@ -479,64 +399,64 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
   });
   return app
-    .openapi(r.signUp, async (c) => c.json(await signUpUser(await ctxOf(c), c.req.valid("json")), 201))
-    .openapi(r.signIn, async (c) => c.json(await signInUser(await ctxOf(c), c.req.valid("json")), 200))
+    .openapi(r.signUp, async (c) => c.json(await signUpUser(ctxOf(c), c.req.valid("json")), 201))
+    .openapi(r.signIn, async (c) => c.json(await signInUser(ctxOf(c), c.req.valid("json")), 200))
     .openapi(r.signOut, async (c) => {
-      await signOutUser(await ctxOf(c));
+      await signOutUser(ctxOf(c));
       return c.json({ ok: true }, 200);
     })
     .openapi(r.deleteUser, async (c) => {
-      await deleteUser(await ctxOf(c), c.req.valid("param").id);
+      await deleteUser(ctxOf(c), c.req.valid("param").id);
       return c.body(null, 204);
     })
     .openapi(r.upload, async (c) => {
-      const ctx = await ctxOf(c);
+      const ctx = ctxOf(c);
       const incoming = c.env?.incoming;
       const body = incoming ?? Readable.fromWeb((c.req.raw.body ?? new ReadableStream()) as never);
       const upload = { body, contentType: c.req.header("content-type"), name: c.req.valid("query").name };
       return c.json(await uploadFile(ctx, upload), 201);
     })
-    .openapi(r.listFiles, async (c) => c.json(await listFiles(await ctxOf(c), c.req.valid("query")), 200))
-    .openapi(r.download, async (c) => (await downloadFile(await ctxOf(c), c.req.valid("param").id)) as never)
+    .openapi(r.listFiles, async (c) => c.json(await listFiles(ctxOf(c), c.req.valid("query")), 200))
+    .openapi(r.download, async (c) => (await downloadFile(ctxOf(c), c.req.valid("param").id)) as never)
     .openapi(r.deleteFile, async (c) => {
-      await deleteFile(await ctxOf(c), c.req.valid("param").id);
+      await deleteFile(ctxOf(c), c.req.valid("param").id);
       return c.body(null, 204);
     })
-    .openapi(r.createCollection, async (c) => c.json(await createCollection(await ctxOf(c), c.req.valid("json")), 201))
-    .openapi(r.listCollections, async (c) => c.json(await listCollections(await ctxOf(c)), 200))
+    .openapi(r.createCollection, async (c) => c.json(await createCollection(ctxOf(c), c.req.valid("json")), 201))
+    .openapi(r.listCollections, async (c) => c.json(await listCollections(ctxOf(c)), 200))
     .openapi(r.createItem, async (c) =>
-      c.json(await createItem(await ctxOf(c), c.req.valid("param").collection, c.req.valid("json")), 201),
+      c.json(await createItem(ctxOf(c), c.req.valid("param").collection, c.req.valid("json")), 201),
     )
     .openapi(r.listItems, async (c) =>
-      c.json(await listItems(await ctxOf(c), c.req.valid("param").collection, c.req.valid("query")), 200),
+      c.json(await listItems(ctxOf(c), c.req.valid("param").collection, c.req.valid("query")), 200),
     )
     .openapi(r.getItem, async (c) => {
       const { collection, id } = c.req.valid("param");
-      return c.json(await getItem(await ctxOf(c), collection, id), 200);
+      return c.json(await getItem(ctxOf(c), collection, id), 200);
     })
     .openapi(r.updateItem, async (c) => {
       const { collection, id } = c.req.valid("param");
-      return c.json(await updateItem(await ctxOf(c), collection, id, c.req.valid("json")), 200);
+      return c.json(await updateItem(ctxOf(c), collection, id, c.req.valid("json")), 200);
     })
     .openapi(r.deleteItem, async (c) => {
       const { collection, id } = c.req.valid("param");
-      await deleteItem(await ctxOf(c), collection, id);
+      await deleteItem(ctxOf(c), collection, id);
       return c.body(null, 204);
     })
-    .openapi(r.createHook, async (c) => c.json(await createHook(await ctxOf(c), c.req.valid("json")), 201))
-    .openapi(r.listHooks, async (c) => c.json(await listHooks(await ctxOf(c)), 200))
-    .openapi(r.retry, async (c) => c.json(await retryDelivery(await ctxOf(c), c.req.valid("param").id), 200))
-    .openapi(r.getHook, async (c) => c.json(await getHook(await ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.createHook, async (c) => c.json(await createHook(ctxOf(c), c.req.valid("json")), 201))
+    .openapi(r.listHooks, async (c) => c.json(await listHooks(ctxOf(c)), 200))
+    .openapi(r.retry, async (c) => c.json(await retryDelivery(ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.getHook, async (c) => c.json(await getHook(ctxOf(c), c.req.valid("param").id), 200))
     .openapi(r.updateHook, async (c) =>
-      c.json(await updateHook(await ctxOf(c), c.req.valid("param").id, c.req.valid("json")), 200),
+      c.json(await updateHook(ctxOf(c), c.req.valid("param").id, c.req.valid("json")), 200),
     )
     .openapi(r.deleteHook, async (c) => {
-      await deleteHook(await ctxOf(c), c.req.valid("param").id);
+      await deleteHook(ctxOf(c), c.req.valid("param").id);
       return c.body(null, 204);
     })
-    .openapi(r.testHook, async (c) => c.json(await testHook(await ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.testHook, async (c) => c.json(await testHook(ctxOf(c), c.req.valid("param").id), 200))
     .openapi(r.hookDeliveries, async (c) => {
       const query = c.req.valid("query");
-      return c.json(await listHookDeliveries(await ctxOf(c), c.req.valid("param").id, query), 200);
+      return c.json(await listHookDeliveries(ctxOf(c), c.req.valid("param").id, query), 200);
     });
 }
