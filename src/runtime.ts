@@ -3,7 +3,7 @@ import type { Config } from "./config.ts";
 import { type DatabaseHandle, openDatabase } from "./db/database.ts";
 import { migrateToLatest } from "./db/migrate.ts";
 import type { Deps } from "./deps.ts";
-import { invitationJobs } from "./domains/members/service.ts";
+import { invitationJobs } from "./domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
 import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery-jobs.ts";
 import { WorkspaceDatabases } from "./domains/workspace/databases.ts";

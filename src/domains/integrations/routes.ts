@@ -4,35 +4,17 @@ import { authedErrors, createRouter, jsonBody, jsonContent, sessionOrKey } from 
 import { orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import { DeliverySchema } from "../webhooks/schemas.ts";
-import { INTEGRATION_KINDS } from "./providers.ts";
+import { IntegrationInput, IntegrationParams, IntegrationSchema, UpdateIntegrationInput } from "./schemas.ts";
 import {
   createIntegration,
   deleteIntegration,
   getIntegration,
-  IntegrationInput,
   listIntegrations,
   testIntegration,
-  UpdateIntegrationInput,
   updateIntegration,
 } from "./service.ts";
 
 const tags = ["Integrations"];
-
-const IntegrationSchema = z
-  .object({
-    id: z.string(),
-    kind: z.enum(INTEGRATION_KINDS),
-    config: z.record(z.string(), z.unknown()).openapi({ description: "Secret values masked" }),
-    events: z.array(z.string()).nullable(),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-  })
-  .openapi("Integration");
-
-const IntegrationParams = z.object({
-  slug: z.string().openapi({ param: { name: "slug", in: "path" } }),
-  id: z.string().openapi({ param: { name: "id", in: "path" } }),
-});
 
 const one = z.object({ integration: IntegrationSchema });
 

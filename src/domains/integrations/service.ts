@@ -1,4 +1,4 @@
-import { z } from "@hono/zod-openapi";
+import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { IntegrationsTable } from "../../db/schema.ts";
@@ -12,30 +12,11 @@ import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { sendTestDelivery } from "../webhooks/delivery.ts";
-import { orgEventPattern } from "../webhooks/schemas.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
-import { INTEGRATION_KINDS, type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
+import { type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
+import type { IntegrationInput, UpdateIntegrationInput } from "./schemas.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
-
-const EventPatterns = z.array(orgEventPattern).max(50).nullable();
-
-export const IntegrationInput = z
-  .object({
-    kind: z.enum(INTEGRATION_KINDS),
-    config: z.record(z.string(), z.unknown()).optional(),
-    events: EventPatterns.optional().openapi({
-      description: "Event patterns (`alarm.fired`, `project.*`, `*`); null or empty means all events",
-    }),
-  })
-  .openapi("IntegrationInput");
-
-export const UpdateIntegrationInput = z
-  .object({
-    config: z.record(z.string(), z.unknown()).optional(),
-    events: EventPatterns.optional(),
-  })
-  .openapi("UpdateIntegrationInput");
 
 const MASK = "••••";
 

@@ -5,7 +5,9 @@ import { callerCtx, orgCtx, requires } from "../../http/service-context.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import {
   DeliveriesQuery,
+  DeliveryHeaders,
   DeliverySchema,
+  deliveryResponses,
   UpdateWebhookInput,
   WebhookIdParams,
   WebhookInput,
@@ -118,30 +120,6 @@ export function webhookRoutes(deps: Deps) {
       return c.json(await testWebhook({ ctx: callerCtx(c, deps), id: c.req.valid("param").id }), 200);
     });
 }
-
-/** The signing and identity headers of every delivery (SPEC, Workspace webhook events rule 7; DESIGN §6). */
-export const DeliveryHeaders = z.object({
-  "X-Service-Event": z.string().openapi({ description: "The event's kind (workspace: `<channel>:<event>`)" }),
-  "X-Service-Delivery": z.string().openapi({ description: "The delivery's id, the same on every retry" }),
-  "X-Service-Timestamp": z.string().optional().openapi({ description: "Unix seconds at signing (with a secret)" }),
-  "X-Service-Signature": z
-    .string()
-    .optional()
-    .openapi({ description: "Hex HMAC-SHA256 of the raw body with the secret (legacy, unchanged)" }),
-  "X-Service-Signature-V2": z
-    .string()
-    .optional()
-    .openapi({ description: "Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one)" }),
-});
-
-/** What a receiver's answer means, for every delivery. */
-export const deliveryResponses = {
-  200: { description: "Any 2xx acknowledges the delivery" },
-  500: {
-    description:
-      "Any other answer (3xx included: redirects are not followed), or none within WEBHOOK_TIMEOUT_MS, is a failed attempt: retried with backoff up to WEBHOOK_MAX_ATTEMPTS, and counted by the breaker",
-  },
-};
 
 /** Documents the deliveries org webhooks and `webhookUrl` receive, in the OpenAPI `webhooks` section. */
 export function documentOrgEvents(api: ReturnType<typeof createRouter>): void {

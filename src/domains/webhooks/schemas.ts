@@ -80,3 +80,27 @@ export const WebhookParams = z.object({
 });
 
 export const WebhookIdParams = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
+
+/** The signing and identity headers of every delivery (SPEC, Workspace webhook events rule 7; DESIGN §6). */
+export const DeliveryHeaders = z.object({
+  "X-Service-Event": z.string().openapi({ description: "The event's kind (workspace: `<channel>:<event>`)" }),
+  "X-Service-Delivery": z.string().openapi({ description: "The delivery's id, the same on every retry" }),
+  "X-Service-Timestamp": z.string().optional().openapi({ description: "Unix seconds at signing (with a secret)" }),
+  "X-Service-Signature": z
+    .string()
+    .optional()
+    .openapi({ description: "Hex HMAC-SHA256 of the raw body with the secret (legacy, unchanged)" }),
+  "X-Service-Signature-V2": z
+    .string()
+    .optional()
+    .openapi({ description: "Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one)" }),
+});
+
+/** What a receiver's answer means, for every delivery. */
+export const deliveryResponses = {
+  200: { description: "Any 2xx acknowledges the delivery" },
+  500: {
+    description:
+      "Any other answer (3xx included: redirects are not followed), or none within WEBHOOK_TIMEOUT_MS, is a failed attempt: retried with backoff up to WEBHOOK_MAX_ATTEMPTS, and counted by the breaker",
+  },
+};

@@ -7,8 +7,7 @@ import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "../../ht
 import { limitRate } from "../../http/rate-limit.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, withOperationIds } from "../../http/router.ts";
 import { assertSameOriginWrite } from "../../http/same-origin.ts";
-import { DeliveryHeaders, deliveryResponses } from "../webhooks/routes.ts";
-import { DeliveriesQuery, DeliverySchema } from "../webhooks/schemas.ts";
+import { DeliveriesQuery, DeliveryHeaders, DeliverySchema, deliveryResponses } from "../webhooks/schemas.ts";
 import {
   openWorkspace,
   requireAdmin,

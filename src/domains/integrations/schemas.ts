@@ -1,0 +1,38 @@
+import { z } from "@hono/zod-openapi";
+import { SlugParams } from "../orgs/schemas.ts";
+import { orgEventPattern } from "../webhooks/schemas.ts";
+import { INTEGRATION_KINDS } from "./providers.ts";
+
+const EventPatterns = z.array(orgEventPattern).max(50).nullable();
+
+export const IntegrationInput = z
+  .object({
+    kind: z.enum(INTEGRATION_KINDS),
+    config: z.record(z.string(), z.unknown()).optional(),
+    events: EventPatterns.optional().openapi({
+      description: "Event patterns (`alarm.fired`, `project.*`, `*`); null or empty means all events",
+    }),
+  })
+  .openapi("IntegrationInput");
+
+export const UpdateIntegrationInput = z
+  .object({
+    config: z.record(z.string(), z.unknown()).optional(),
+    events: EventPatterns.optional(),
+  })
+  .openapi("UpdateIntegrationInput");
+
+export const IntegrationSchema = z
+  .object({
+    id: z.string(),
+    kind: z.enum(INTEGRATION_KINDS),
+    config: z.record(z.string(), z.unknown()).openapi({ description: "Secret values masked" }),
+    events: z.array(z.string()).nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("Integration");
+
+export const IntegrationParams = SlugParams.extend({
+  id: z.string().openapi({ param: { name: "id", in: "path" } }),
+});
