@@ -32,15 +32,20 @@ export const UpdateWebhookInput = z
   })
   .openapi("UpdateWebhookInput");
 
+/** Where a webhook's circuit breaker stands (SPEC's breaker table), on org and workspace webhooks alike. */
+export const breakerState = {
+  active: z.boolean(),
+  consecutiveFailures: z.number().int(),
+  lastFailureAt: z.string().nullable(),
+  disabledReason: z.string().nullable(),
+};
+
 export const WebhookSchema = z
   .object({
     id: z.string(),
     url: z.string(),
     events: z.array(z.string()),
-    active: z.boolean(),
-    consecutiveFailures: z.number().int(),
-    lastFailureAt: z.string().nullable(),
-    disabledReason: z.string().nullable(),
+    ...breakerState,
     createdAt: z.string(),
     updatedAt: z.string(),
   })

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { httpUrl, jsonObject, oneLine, pageQuery } from "../../http/router.ts";
-import { DeliverySchema } from "../webhooks/schemas.ts";
+import { breakerState, DeliverySchema } from "../webhooks/schemas.ts";
 import { MAX_CUSTOM_HEADER_BYTES } from "./hooks.ts";
 
 /** Request and response schemas of the workspace API (routes.ts). */
@@ -41,10 +41,7 @@ export const HookSchema = z
     headers: z.record(z.string(), z.string()),
     payloadFields: z.array(z.string()).nullable(),
     hasSecret: z.boolean(),
-    active: z.boolean(),
-    consecutiveFailures: z.number().int(),
-    lastFailureAt: z.string().nullable(),
-    disabledReason: z.string().nullable(),
+    ...breakerState,
     createdAt: z.string(),
     updatedAt: z.string(),
   })
