@@ -416,6 +416,11 @@ describe("workspace users, files and their events", () => {
     });
     expect(download.status).toBe(200);
     expect(download.headers.get("content-type")).toBe("text/plain");
+    expect(download.headers.get("content-length")).toBe("11");
+    expect(download.headers.get("content-disposition")).toBe("attachment; filename*=UTF-8''notes.txt");
+    expect(download.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(download.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    expect(download.headers.get("ratelimit-limit")).not.toBeNull();
     expect(await download.text()).toBe("hello files");
 
     const tooBig = await fetch(`${app.url}/w/${projectId}/api/files?name=big.bin`, {

@@ -209,24 +209,19 @@ async function findFile(db: WorkspaceCtx["db"], id: string): Promise<FileRow> {
   return row;
 }
 
-/** The file's bytes as a streamed response, with its content type and name. */
-export async function downloadFile(ctx: WorkspaceCtx, id: string): Promise<Response> {
+/** The file's bytes, streamed, with what a download says about them. */
+export async function downloadFile(
+  ctx: WorkspaceCtx,
+  id: string,
+): Promise<{ content: ReadableStream; name: string; contentType: string; size: number }> {
   requireMember(ctx, false);
   const row = await findFile(ctx.db, id);
   const filePath = path.join(filesDir(ctx), row.id);
   const { size } = await stat(filePath).catch(() => {
     throw new NotFoundError("file content missing");
   });
-  return new Response(Readable.toWeb(createReadStream(filePath)) as ReadableStream, {
-    status: 200,
-    headers: {
-      "Content-Type": row.content_type,
-      "Content-Length": String(size),
-      "Content-Disposition": `attachment; filename*=UTF-8''${encodeURIComponent(row.name)}`,
-      // The type is the uploader's word: a browser must not sniff one of its own (HTML, say).
-      "X-Content-Type-Options": "nosniff",
-    },
-  });
+  const content = Readable.toWeb(createReadStream(filePath)) as ReadableStream;
+  return { content, name: row.name, contentType: row.content_type, size };
 }
 
 export async function deleteFile(ctx: WorkspaceCtx, id: string): Promise<void> {

@@ -416,7 +416,16 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       return c.json(await uploadFile(ctx, upload), 201);
     })
     .openapi(r.listFiles, async (c) => c.json(await listFiles(ctxOf(c), c.req.valid("query")), 200))
-    .openapi(r.download, async (c) => (await downloadFile(ctxOf(c), c.req.valid("param").id)) as never)
+    .openapi(r.download, async (c) => {
+      const file = await downloadFile(ctxOf(c), c.req.valid("param").id);
+      return c.body(file.content, 200, {
+        "Content-Type": file.contentType,
+        "Content-Length": String(file.size),
+        "Content-Disposition": `attachment; filename*=UTF-8''${encodeURIComponent(file.name)}`,
+        // The type is the uploader's word: a browser must not sniff one of its own (HTML, say).
+        "X-Content-Type-Options": "nosniff",
+      });
+    })
     .openapi(r.deleteFile, async (c) => {
       await deleteFile(ctxOf(c), c.req.valid("param").id);
       return c.body(null, 204);
