@@ -156,7 +156,7 @@ async function syncFile(file: string, dir: string): Promise<void> {
  * content, whenever the process stops. A stop between the two leaves a file without a row, which
  * nothing lists or serves.
  */
-export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
+export async function uploadFile({ ctx, upload }: { ctx: WorkspaceCtx; upload: Upload }) {
   requireMember(ctx, true);
   const dir = filesDir(ctx);
   await mkdir(dir, { recursive: true });
@@ -187,10 +187,13 @@ export async function uploadFile(ctx: WorkspaceCtx, upload: Upload) {
   }
 }
 
-export async function listFiles(
-  ctx: WorkspaceCtx,
-  page: { limit?: number | undefined; offset?: number | undefined } = {},
-) {
+export async function listFiles({
+  ctx,
+  query: page = {},
+}: {
+  ctx: WorkspaceCtx;
+  query?: { limit?: number | undefined; offset?: number | undefined };
+}) {
   requireMember(ctx, false);
   const rows = (await ctx.db
     .selectFrom("files")
@@ -210,10 +213,13 @@ async function findFile(db: WorkspaceCtx["db"], id: string): Promise<FileRow> {
 }
 
 /** The file's bytes, streamed, with what a download says about them. */
-export async function downloadFile(
-  ctx: WorkspaceCtx,
-  id: string,
-): Promise<{ content: ReadableStream; name: string; contentType: string; size: number }> {
+export async function downloadFile({
+  ctx,
+  id,
+}: {
+  ctx: WorkspaceCtx;
+  id: string;
+}): Promise<{ content: ReadableStream; name: string; contentType: string; size: number }> {
   requireMember(ctx, false);
   const row = await findFile(ctx.db, id);
   const filePath = path.join(filesDir(ctx), row.id);
@@ -224,7 +230,7 @@ export async function downloadFile(
   return { content, name: row.name, contentType: row.content_type, size };
 }
 
-export async function deleteFile(ctx: WorkspaceCtx, id: string): Promise<void> {
+export async function deleteFile({ ctx, id }: { ctx: WorkspaceCtx; id: string }): Promise<void> {
   requireMember(ctx, true);
   await writeWithEvent(ctx, async (trx) => {
     // The row as this delete removed it: of two deletes at once, only one finds it.

@@ -126,10 +126,13 @@ async function findHook(ctx: WorkspaceCtx, id: string, trx?: Db): Promise<Webhoo
   return row;
 }
 
-export async function createHook(
-  ctx: WorkspaceCtx,
-  input: Required<Pick<WorkspaceHookInput, "name" | "url" | "events">> & WorkspaceHookInput,
-) {
+export async function createHook({
+  ctx,
+  input,
+}: {
+  ctx: WorkspaceCtx;
+  input: Required<Pick<WorkspaceHookInput, "name" | "url" | "events">> & WorkspaceHookInput;
+}) {
   requireAdmin(ctx, true);
   assertHeadersAllowed(input.headers);
   await assertDeliverableUrl(ctx.deps, input.url, "url");
@@ -160,7 +163,7 @@ export async function createHook(
   return { webhook: toHook(row) };
 }
 
-export async function listHooks(ctx: WorkspaceCtx) {
+export async function listHooks({ ctx }: { ctx: WorkspaceCtx }) {
   requireAdmin(ctx, false);
   const rows = await ctx.deps.db
     .selectFrom("webhooks")
@@ -173,13 +176,13 @@ export async function listHooks(ctx: WorkspaceCtx) {
   return { webhooks: rows.map(toHook) };
 }
 
-export async function getHook(ctx: WorkspaceCtx, id: string) {
+export async function getHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }) {
   requireAdmin(ctx, false);
   return { webhook: toHook(await findHook(ctx, id)) };
 }
 
 /** Updates a hook; `active: true` resumes a disabled one, and gives any hook a fresh counter and no reason. */
-export async function updateHook(ctx: WorkspaceCtx, id: string, input: WorkspaceHookInput) {
+export async function updateHook({ ctx, id, input }: { ctx: WorkspaceCtx; id: string; input: WorkspaceHookInput }) {
   requireAdmin(ctx, true);
   await findHook(ctx, id);
   assertHeadersAllowed(input.headers);
@@ -224,7 +227,7 @@ export async function updateHook(ctx: WorkspaceCtx, id: string, input: Workspace
   return { webhook: toHook(row) };
 }
 
-export async function deleteHook(ctx: WorkspaceCtx, id: string): Promise<void> {
+export async function deleteHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }): Promise<void> {
   requireAdmin(ctx, true);
   await ctx.deps.db.transaction().execute(async (trx) => {
     // Locked, so of concurrent deletes one succeeds and the others are 404.
@@ -239,7 +242,7 @@ export async function deleteHook(ctx: WorkspaceCtx, id: string): Promise<void> {
 }
 
 /** Sends the synthetic `webhook.test` event now, whatever the hook's patterns; one attempt. */
-export async function testHook(ctx: WorkspaceCtx, id: string) {
+export async function testHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }) {
   requireAdmin(ctx, true);
   const hook = await findHook(ctx, id);
   const body = JSON.stringify({
@@ -261,11 +264,15 @@ export async function testHook(ctx: WorkspaceCtx, id: string) {
   return { delivery };
 }
 
-export async function listHookDeliveries(
-  ctx: WorkspaceCtx,
-  id: string,
-  query: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined },
-) {
+export async function listHookDeliveries({
+  ctx,
+  id,
+  query,
+}: {
+  ctx: WorkspaceCtx;
+  id: string;
+  query: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined };
+}) {
   requireAdmin(ctx, false);
   await findHook(ctx, id);
   return { deliveries: await listDeliveries(ctx.deps.db, id, query) };
@@ -279,7 +286,7 @@ export async function listHookDeliveries(
  * a finished one takes this attempt's outcome, with no retries after it. A deleted webhook's
  * deliveries are gone with it (404).
  */
-export async function retryDelivery(ctx: WorkspaceCtx, deliveryId: string) {
+export async function retryDelivery({ ctx, id: deliveryId }: { ctx: WorkspaceCtx; id: string }) {
   requireAdmin(ctx, true);
   const delivery = await ctx.deps.db
     .selectFrom("webhook_deliveries as d")

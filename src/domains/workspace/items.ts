@@ -18,7 +18,13 @@ function toCollection(row: CollectionRow) {
   return { slug: row.slug, name: row.name, createdAt: row.created_at };
 }
 
-export async function createCollection(ctx: WorkspaceCtx, input: { slug: string; name?: string | undefined }) {
+export async function createCollection({
+  ctx,
+  input,
+}: {
+  ctx: WorkspaceCtx;
+  input: { slug: string; name?: string | undefined };
+}) {
   requireAdmin(ctx, true);
   const row: CollectionRow = {
     slug: input.slug,
@@ -46,7 +52,7 @@ export async function createCollection(ctx: WorkspaceCtx, input: { slug: string;
   return { collection: toCollection(row) };
 }
 
-export async function listCollections(ctx: WorkspaceCtx) {
+export async function listCollections({ ctx }: { ctx: WorkspaceCtx }) {
   requireMember(ctx, false);
   // By the slug's bytes on both databases: PostgreSQL would otherwise sort by the database's
   // collation (en_US puts `a_b` before `a-b`), SQLite always by bytes.
@@ -115,7 +121,15 @@ async function findItem(db: WorkspaceDb, collection: string, id: string, lock = 
 const channel = (collection: string) => `items:${collection}`;
 
 /** Collections exist before their items and are never removed, so the check can precede the insert. */
-export async function createItem(ctx: WorkspaceCtx, collection: string, data: Record<string, unknown>) {
+export async function createItem({
+  ctx,
+  collection,
+  input: data,
+}: {
+  ctx: WorkspaceCtx;
+  collection: string;
+  input: Record<string, unknown>;
+}) {
   requireMember(ctx, true);
   await assertCollection(ctx.db, collection);
   const at = ctx.deps.clock.now().toISOString();
@@ -128,11 +142,15 @@ export async function createItem(ctx: WorkspaceCtx, collection: string, data: Re
   });
 }
 
-export async function listItems(
-  ctx: WorkspaceCtx,
-  collection: string,
-  page: { limit?: number | undefined; offset?: number | undefined },
-) {
+export async function listItems({
+  ctx,
+  collection,
+  query: page,
+}: {
+  ctx: WorkspaceCtx;
+  collection: string;
+  query: { limit?: number | undefined; offset?: number | undefined };
+}) {
   requireMember(ctx, false);
   await assertCollection(ctx.db, collection);
   const rows = (await ctx.db
@@ -147,13 +165,23 @@ export async function listItems(
   return { items: rows.map(toItem) };
 }
 
-export async function getItem(ctx: WorkspaceCtx, collection: string, id: string) {
+export async function getItem({ ctx, collection, id }: { ctx: WorkspaceCtx; collection: string; id: string }) {
   requireMember(ctx, false);
   return { item: toItem(await findItem(ctx.db, collection, id)) };
 }
 
 /** Merges the given top-level keys into the item. */
-export async function updateItem(ctx: WorkspaceCtx, collection: string, id: string, data: Record<string, unknown>) {
+export async function updateItem({
+  ctx,
+  collection,
+  id,
+  input: data,
+}: {
+  ctx: WorkspaceCtx;
+  collection: string;
+  id: string;
+  input: Record<string, unknown>;
+}) {
   requireMember(ctx, true);
   return writeWithEvent(ctx, async (trx) => {
     const current = await findItem(trx, collection, id, ctx.deps.dialect === "postgres");
@@ -173,7 +201,15 @@ export async function updateItem(ctx: WorkspaceCtx, collection: string, id: stri
   });
 }
 
-export async function deleteItem(ctx: WorkspaceCtx, collection: string, id: string): Promise<void> {
+export async function deleteItem({
+  ctx,
+  collection,
+  id,
+}: {
+  ctx: WorkspaceCtx;
+  collection: string;
+  id: string;
+}): Promise<void> {
   requireMember(ctx, true);
   await writeWithEvent(ctx, async (trx) => {
     // The row as this delete removed it: of two deletes at once, only one finds it.

@@ -398,14 +398,14 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
   });
   return app
-    .openapi(r.signUp, async (c) => c.json(await signUpUser(ctxOf(c), c.req.valid("json")), 201))
-    .openapi(r.signIn, async (c) => c.json(await signInUser(ctxOf(c), c.req.valid("json")), 200))
+    .openapi(r.signUp, async (c) => c.json(await signUpUser({ ctx: ctxOf(c), input: c.req.valid("json") }), 201))
+    .openapi(r.signIn, async (c) => c.json(await signInUser({ ctx: ctxOf(c), input: c.req.valid("json") }), 200))
     .openapi(r.signOut, async (c) => {
-      await signOutUser(ctxOf(c));
+      await signOutUser({ ctx: ctxOf(c) });
       return c.json({ ok: true }, 200);
     })
     .openapi(r.deleteUser, async (c) => {
-      await deleteUser(ctxOf(c), c.req.valid("param").id);
+      await deleteUser({ ctx: ctxOf(c), id: c.req.valid("param").id });
       return c.body(null, 204);
     })
     .openapi(r.upload, async (c) => {
@@ -413,11 +413,11 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       const incoming = c.env?.incoming;
       const body = incoming ?? Readable.fromWeb((c.req.raw.body ?? new ReadableStream()) as never);
       const upload = { body, contentType: c.req.header("content-type"), name: c.req.valid("query").name };
-      return c.json(await uploadFile(ctx, upload), 201);
+      return c.json(await uploadFile({ ctx, upload }), 201);
     })
-    .openapi(r.listFiles, async (c) => c.json(await listFiles(ctxOf(c), c.req.valid("query")), 200))
+    .openapi(r.listFiles, async (c) => c.json(await listFiles({ ctx: ctxOf(c), query: c.req.valid("query") }), 200))
     .openapi(r.download, async (c) => {
-      const file = await downloadFile(ctxOf(c), c.req.valid("param").id);
+      const file = await downloadFile({ ctx: ctxOf(c), id: c.req.valid("param").id });
       return c.body(file.content, 200, {
         "Content-Type": file.contentType,
         "Content-Length": String(file.size),
@@ -427,44 +427,52 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       });
     })
     .openapi(r.deleteFile, async (c) => {
-      await deleteFile(ctxOf(c), c.req.valid("param").id);
+      await deleteFile({ ctx: ctxOf(c), id: c.req.valid("param").id });
       return c.body(null, 204);
     })
-    .openapi(r.createCollection, async (c) => c.json(await createCollection(ctxOf(c), c.req.valid("json")), 201))
-    .openapi(r.listCollections, async (c) => c.json(await listCollections(ctxOf(c)), 200))
+    .openapi(r.createCollection, async (c) =>
+      c.json(await createCollection({ ctx: ctxOf(c), input: c.req.valid("json") }), 201),
+    )
+    .openapi(r.listCollections, async (c) => c.json(await listCollections({ ctx: ctxOf(c) }), 200))
     .openapi(r.createItem, async (c) =>
-      c.json(await createItem(ctxOf(c), c.req.valid("param").collection, c.req.valid("json")), 201),
+      c.json(
+        await createItem({ ctx: ctxOf(c), collection: c.req.valid("param").collection, input: c.req.valid("json") }),
+        201,
+      ),
     )
     .openapi(r.listItems, async (c) =>
-      c.json(await listItems(ctxOf(c), c.req.valid("param").collection, c.req.valid("query")), 200),
+      c.json(
+        await listItems({ ctx: ctxOf(c), collection: c.req.valid("param").collection, query: c.req.valid("query") }),
+        200,
+      ),
     )
     .openapi(r.getItem, async (c) => {
       const { collection, id } = c.req.valid("param");
-      return c.json(await getItem(ctxOf(c), collection, id), 200);
+      return c.json(await getItem({ ctx: ctxOf(c), collection, id }), 200);
     })
     .openapi(r.updateItem, async (c) => {
       const { collection, id } = c.req.valid("param");
-      return c.json(await updateItem(ctxOf(c), collection, id, c.req.valid("json")), 200);
+      return c.json(await updateItem({ ctx: ctxOf(c), collection, id, input: c.req.valid("json") }), 200);
     })
     .openapi(r.deleteItem, async (c) => {
       const { collection, id } = c.req.valid("param");
-      await deleteItem(ctxOf(c), collection, id);
+      await deleteItem({ ctx: ctxOf(c), collection, id });
       return c.body(null, 204);
     })
-    .openapi(r.createHook, async (c) => c.json(await createHook(ctxOf(c), c.req.valid("json")), 201))
-    .openapi(r.listHooks, async (c) => c.json(await listHooks(ctxOf(c)), 200))
-    .openapi(r.retry, async (c) => c.json(await retryDelivery(ctxOf(c), c.req.valid("param").id), 200))
-    .openapi(r.getHook, async (c) => c.json(await getHook(ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.createHook, async (c) => c.json(await createHook({ ctx: ctxOf(c), input: c.req.valid("json") }), 201))
+    .openapi(r.listHooks, async (c) => c.json(await listHooks({ ctx: ctxOf(c) }), 200))
+    .openapi(r.retry, async (c) => c.json(await retryDelivery({ ctx: ctxOf(c), id: c.req.valid("param").id }), 200))
+    .openapi(r.getHook, async (c) => c.json(await getHook({ ctx: ctxOf(c), id: c.req.valid("param").id }), 200))
     .openapi(r.updateHook, async (c) =>
-      c.json(await updateHook(ctxOf(c), c.req.valid("param").id, c.req.valid("json")), 200),
+      c.json(await updateHook({ ctx: ctxOf(c), id: c.req.valid("param").id, input: c.req.valid("json") }), 200),
     )
     .openapi(r.deleteHook, async (c) => {
-      await deleteHook(ctxOf(c), c.req.valid("param").id);
+      await deleteHook({ ctx: ctxOf(c), id: c.req.valid("param").id });
       return c.body(null, 204);
     })
-    .openapi(r.testHook, async (c) => c.json(await testHook(ctxOf(c), c.req.valid("param").id), 200))
+    .openapi(r.testHook, async (c) => c.json(await testHook({ ctx: ctxOf(c), id: c.req.valid("param").id }), 200))
     .openapi(r.hookDeliveries, async (c) => {
       const query = c.req.valid("query");
-      return c.json(await listHookDeliveries(ctxOf(c), c.req.valid("param").id, query), 200);
+      return c.json(await listHookDeliveries({ ctx: ctxOf(c), id: c.req.valid("param").id, query }), 200);
     });
 }

@@ -69,7 +69,7 @@ async function startSession(ctx: WorkspaceCtx, trx: WorkspaceCtx["db"], userId: 
   return token;
 }
 
-export async function signUpUser(ctx: WorkspaceCtx, input: { email: string; password: string }) {
+export async function signUpUser({ ctx, input }: { ctx: WorkspaceCtx; input: { email: string; password: string } }) {
   const email = input.email.trim();
   const passwordHash = await hashPassword(input.password);
   // Two sign-ups racing past the check meet the unique e-mail index (template 1.1.0): the loser's
@@ -101,7 +101,7 @@ export async function signUpUser(ctx: WorkspaceCtx, input: { email: string; pass
   });
 }
 
-export async function signInUser(ctx: WorkspaceCtx, input: { email: string; password: string }) {
+export async function signInUser({ ctx, input }: { ctx: WorkspaceCtx; input: { email: string; password: string } }) {
   const row = (await ctx.db
     .selectFrom("users")
     .selectAll()
@@ -120,7 +120,7 @@ export async function signInUser(ctx: WorkspaceCtx, input: { email: string; pass
 }
 
 /** Ends the calling user's session (its token stops working). */
-export async function signOutUser(ctx: WorkspaceCtx): Promise<void> {
+export async function signOutUser({ ctx }: { ctx: WorkspaceCtx }): Promise<void> {
   const caller = ctx.caller;
   if (caller.kind !== "user") throw new UnauthorizedError("sign-out needs a workspace user's token");
   await writeWithEvent(ctx, async (trx) => {
@@ -138,7 +138,7 @@ export async function signOutUser(ctx: WorkspaceCtx): Promise<void> {
 }
 
 /** Deletes a user and their sessions (admin). */
-export async function deleteUser(ctx: WorkspaceCtx, id: string): Promise<void> {
+export async function deleteUser({ ctx, id }: { ctx: WorkspaceCtx; id: string }): Promise<void> {
   requireAdmin(ctx, true);
   await writeWithEvent(ctx, async (trx) => {
     await trx.deleteFrom("user_sessions").where("user_id", "=", id).execute();
