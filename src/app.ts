@@ -21,7 +21,7 @@ import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
 import { acceptInvitePage } from "./http/accept-invite.ts";
-import { limitRequestBody, notUtf8Reason } from "./http/body-limit.ts";
+import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
 import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
 import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "./http/idempotency.ts";
@@ -294,8 +294,8 @@ function renderError(error: Error, c: Context<AppEnv>, deps: Deps): Response {
       const message =
         error.status === 415
           ? "request body must be application/json"
-          : notUtf8Reason(c) !== undefined
-            ? `malformed JSON in request body: ${notUtf8Reason(c)}`
+          : bodyWasNotUtf8(c)
+            ? "malformed JSON in request body: it is not valid UTF-8"
             : error.message.toLowerCase();
       return c.json(errorBody(code, message || "malformed request"), status);
     }

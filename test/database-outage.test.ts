@@ -1,6 +1,9 @@
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, connect, createServer as createNetServer, type Socket } from "node:net";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Deps } from "../src/deps.ts";
+import { JobNotifications } from "../src/jobs/notifications.ts";
 import { call, startApp, type TestApp, until } from "./harness.ts";
 
 const DATABASE_URL = process.env.DATABASE_URL;
@@ -57,6 +60,50 @@ describe.runIf(DATABASE_URL)("PostgreSQL connections ended under a running proce
       // Given time for a second reconnection, none comes.
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       expect(await listening()).toBe(1);
+    }
+  });
+});
+
+/**
+ * A LISTEN connection that a NAT or load balancer dropped without a word: the server never
+ * answers the end of it. Stopping must not wait for that (a worker's SIGTERM drains, then
+ * releases its leases, within its bounds).
+ */
+describe.runIf(DATABASE_URL)("the job notification connection, gone silent", () => {
+  it("stops within a second and a half when the server no longer answers", async () => {
+    const target = new URL(DATABASE_URL as string);
+    let frozen = false;
+    const sockets: Socket[] = [];
+    // Half-open allowed: a FIN from the client is not answered, as nothing answers a dropped peer.
+    const proxy = createNetServer({ allowHalfOpen: true }, (client) => {
+      const upstream = connect(Number(target.port || 5432), target.hostname);
+      sockets.push(client, upstream);
+      client.on("data", (chunk) => {
+        if (!frozen) upstream.write(chunk);
+      });
+      upstream.on("data", (chunk) => {
+        if (!frozen) client.write(chunk);
+      });
+      client.on("error", () => {});
+      upstream.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const via = new URL(DATABASE_URL as string);
+    via.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    const deps = {
+      config: { databaseUrl: via.toString(), databaseSchema: undefined },
+      log: { warn() {}, error() {} },
+    } as unknown as Deps;
+    const notifications = new JobNotifications(deps, 60_000, () => {});
+    try {
+      await notifications.start();
+      frozen = true;
+      const started = Date.now();
+      await notifications.stop();
+      expect(Date.now() - started).toBeLessThan(1_500);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => proxy.close(resolve));
     }
   });
 });

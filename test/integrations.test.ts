@@ -389,8 +389,16 @@ describe("integrations", () => {
       "databaseUrl",
       "DB_PASSWORD",
       "x-api-key",
+      "appkey",
+      "APPKEY",
+      "privatekey",
+      "apiKeys",
+      "privateKeys",
+      "HMACKey",
+      "cookies",
+      "pins",
     ];
-    const plainNames = ["channel", "keyword", "author", "mapping", "design", "sessions_count", "username"];
+    const plainNames = ["channel", "keyword", "author", "mapping", "design", "username", "keyboardLayout"];
     const config: Record<string, string> = { webhookUrl: "https://hooks.example.com/services/T0/B0/x" };
     for (const name of [...secretNames, ...plainNames]) config[name] = `value-of-${name}-0000`;
     const created = await call(app, "POST", `/org/${slug}/integrations`, {

@@ -196,13 +196,18 @@ describe("POST /org and GET /orgs", () => {
       // Nothing to see, or text that reads in another order than it is stored.
       expectValidation(await create({ name: "\u200b\u200b\u200b" }), "name");
       expectValidation(await create({ name: "\u00a0\u2060\u00a0" }), "name");
+      expectValidation(await create({ name: "\u3164\u3164" }), "name");
+      expectValidation(await create({ name: "\u2800\u2800" }), "name");
+      expectValidation(await create({ name: "\u0301\u0301" }), "name");
+      expectValidation(await create({ name: "\ufe0f\u034f" }), "name");
       expectValidation(await create({ name: "Acme\u202eevil" }), "name");
       expectValidation(await create({ name: "Acme\u2066x\u2069" }), "name");
       expect(await orgsOf({ cookie: validator.cookie })).toHaveLength(before);
     });
 
     it("keeps names in any script, emoji joined by zero-width joiners included", async () => {
-      for (const name of [`שלום ${tag()}`, `مرحبا ${tag()}`, `Team 👩‍💻 ${tag()}`, `İstanbul ${tag()}`]) {
+      const names = [`שלום ${tag()}`, `مرحبا ${tag()}`, `Team 👩‍💻 ${tag()}`, `İstanbul ${tag()}`, `می‌خواهم ${tag()}`];
+      for (const name of names) {
         const res = await create({ name });
         expect(res.status, JSON.stringify(res.body)).toBe(201);
         expect(res.body.org.name).toBe(name);

@@ -1,9 +1,23 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, LookupFunction } from "node:net";
-import { networkInterfaces } from "node:os";
-import { afterEach, describe, expect, it } from "vitest";
+import type * as os from "node:os";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createOutboundClient, type OutboundClient, type OutboundClientOptions } from "../src/lib/outbound.ts";
 import { checkOutboundUrl, isPrivateAddress } from "../src/lib/ssrf.ts";
+
+/** This machine as the tests see it: its own interfaces, plus one holding public addresses. */
+const PUBLIC_INTERFACE = [
+  { address: "8.8.4.4", family: "IPv4" },
+  { address: "2606:4700::1111", family: "IPv6" },
+  { address: "fe80::1234", family: "IPv6", scopeid: 2 },
+];
+vi.mock("node:os", async (importOriginal) => {
+  const actual = await importOriginal<typeof os>();
+  return {
+    ...actual,
+    networkInterfaces: () => ({ ...actual.networkInterfaces(), eth9: PUBLIC_INTERFACE }),
+  };
+});
 
 // Network rule: these tests only ever connect to loopback. Private and public addresses other than
 // loopback are exercised through isPrivateAddress and checkOutboundUrl, which never connect.
@@ -69,13 +83,14 @@ describe("isPrivateAddress", () => {
     expect(isPrivateAddress(ip)).toBe(expected);
   });
 
-  it("counts this machine's own addresses as private, public ones included, in their IPv6 forms too", () => {
-    const own = Object.values(networkInterfaces()).flatMap((entries) => entries ?? []);
-    expect(own.length).toBeGreaterThan(0);
-    for (const { address, family } of own) {
-      expect(isPrivateAddress(address)).toBe(true);
-      if (family === "IPv4") expect(isPrivateAddress(`::ffff:${address}`)).toBe(true);
+  it("counts this machine's own addresses as private, public ones included, in every IPv6 form of IPv4", () => {
+    for (const own of ["8.8.4.4", "::ffff:8.8.4.4", "::ffff:0:8.8.4.4", "64:ff9b::8.8.4.4", "2002:808:404::1"]) {
+      expect(isPrivateAddress(own), own).toBe(true);
     }
+    expect(isPrivateAddress("2606:4700::1111")).toBe(true);
+    // Its neighbours are not the machine's.
+    expect(isPrivateAddress("8.8.4.5")).toBe(false);
+    expect(isPrivateAddress("2606:4700::1112")).toBe(false);
   });
 });
 

@@ -210,8 +210,12 @@ export function nameText(min: number, max: number) {
  * around them, so a name holding one can read as another in a listing.
  */
 const BIDI_CONTROL = /[\u202a-\u202e\u2066-\u2069]/;
-/** Anything but separators, format characters (zero-width ones among them) and white space. */
-const VISIBLE = /[^\p{Z}\p{Cf}\s]/u;
+/**
+ * Anything but separators, format characters (zero-width ones among them), marks on nothing,
+ * white space, characters that render as nothing (Hangul fillers among them) and the blank
+ * Braille cell.
+ */
+const VISIBLE = /[^\p{Z}\p{Cf}\p{M}\s\p{Default_Ignorable_Code_Point}\u2800]/u;
 
 /** An http(s) URL a webhook or an integration posts to. */
 export const httpUrl = z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).max(2048);

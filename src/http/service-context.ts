@@ -21,9 +21,9 @@ export async function orgCtx(c: Context<AppEnv>, deps: Deps, slug: string): Prom
  * Route middleware for an operation on org `{slug}` that takes a body or query, or is a POST: the
  * caller must see the org (404) and hold `permission` there (403) before the input is validated
  * and before `Idempotency-Key` is looked at, so a viewer learns that the operation is not theirs,
- * not what its body lacks. The access found is
- * kept for `orgCtx`, which then does not look it up again; the service still authorizes, and
- * checks what depends on the input (granting the owner role, say).
+ * not what its body lacks. The access found is kept for `orgCtx`, which then does not look it up
+ * again; the service still authorizes, and checks what depends on the input (granting the owner
+ * role, say).
  */
 export function requires(
   deps: Deps,

@@ -2,6 +2,9 @@ import pg from "pg";
 import type { Deps } from "../deps.ts";
 import { jobsChannel } from "./queue.ts";
 
+/** The longest `stop` waits for the server to acknowledge the connection's end. */
+const END_WAIT_MS = 1_000;
+
 /**
  * A worker's ear on PostgreSQL: LISTENs for the NOTIFYs of enqueues in any process and wakes the
  * worker with the kinds they name. Polling covers the gaps while the connection is down, and it
@@ -23,11 +26,28 @@ export class JobNotifications {
     return this.connect(false);
   }
 
+  /**
+   * Stops listening (no reconnection from now on) and closes the connection, waiting at most
+   * END_WAIT_MS: a connection a NAT dropped without a word would keep `end()` waiting for minutes.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     const client = this.client;
     this.client = undefined;
-    await client?.end().catch(() => {});
+    if (!client) return;
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      client.end().then(
+        () => true,
+        () => true,
+      ),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), END_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    // pg keeps the socket as `connection.stream`, which it does not type.
+    if (!ended) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
   }
 
   private async connect(reconnecting: boolean): Promise<void> {

@@ -161,8 +161,8 @@ export class Worker implements LocalTaker {
     this.deps.jobs.setLocalTaker(undefined);
     this.stopSchedule?.();
     this.unsubscribe?.();
-    // The loop claims no more, so nothing is left to be woken for.
-    await this.notifications?.stop();
+    // Nothing is left to be woken for; the connection closes while jobs wind down.
+    const unlistening = this.notifications?.stop();
     this.wake();
     await this.loopDone;
     if (!(await this.settled(graceMs))) {
@@ -170,6 +170,7 @@ export class Worker implements LocalTaker {
       await this.settled(HALT_SETTLE_MS);
     }
     await this.releaseLeases();
+    await unlistening;
   }
 
   /** Whether every running job ended within `ms`. */

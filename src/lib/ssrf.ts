@@ -80,19 +80,27 @@ let ownAddresses: { list: BlockList; readAt: number } | undefined;
 
 /**
  * The addresses of this machine's own interfaces, public ones included: a webhook sent to any of
- * them reaches whatever listens on all interfaces here (Plinth itself, a database, an agent).
+ * them reaches whatever listens on all interfaces here (Plinth itself, a database, an agent). An
+ * address the machine is reached by but does not hold (a NAT's, a cloud's elastic IP) is not
+ * among them.
  */
 function isOwnAddress(address: string, version: "ipv4" | "ipv6"): boolean {
   const now = Date.now();
   if (!ownAddresses || now - ownAddresses.readAt > OWN_ADDRESSES_TTL_MS) {
     const list = new BlockList();
-    for (const entries of Object.values(networkInterfaces())) {
-      for (const entry of entries ?? []) {
-        if (entry.family === "IPv4") addIpv4(list, entry.address, 32);
-        else list.addAddress(entry.address.replace(/%.*$/, ""), "ipv6");
+    try {
+      for (const entries of Object.values(networkInterfaces())) {
+        for (const entry of entries ?? []) {
+          if (entry.family === "IPv4") addIpv4(list, entry.address, 32);
+          else list.addAddress(entry.address.replace(/%.*$/, ""), "ipv6");
+        }
       }
+      ownAddresses = { list, readAt: now };
+    } catch {
+      // Some sandboxes refuse to list interfaces: keep what was read last (nothing, at first),
+      // and try again at the next check rather than fail the check itself.
+      ownAddresses = { list: ownAddresses?.list ?? list, readAt: now - OWN_ADDRESSES_TTL_MS };
     }
-    ownAddresses = { list, readAt: now };
   }
   return ownAddresses.list.check(address, version);
 }

@@ -31,11 +31,12 @@ function maskSecret(value: unknown): string {
 
 /** Parts of a name that say a config value is a credential, whatever the provider makes of it. */
 const SECRET_PART =
-  /secret|token|passw|passphrase|passcode|pwd|credential|authoriz|signing|connection.?string|database.?url/i;
-/** Words that do, as a whole word of the name: `encryptionKey`, `access_key_id`, `sessionId`, `pin`. */
+  /secret|token|passw|passphrase|passcode|pwd|credential|authoriz|signing|(api|app|private)[-_]?keys?|connection.?string|database.?url/i;
+/**
+ * Words that do, as a whole word of the name (a plural too): `pin`, `sessionId`, `cookies`. So
+ * does any word that ends in `key` (`encryptionKey`, `access_key_id`, `HMACKey`, `hotkeys`).
+ */
 const SECRET_WORDS = new Set([
-  "key",
-  "apikey",
   "pass",
   "pin",
   "otp",
@@ -50,17 +51,23 @@ const SECRET_WORDS = new Set([
   "dsn",
 ]);
 
-/** A name's words: split at punctuation and at camelCase humps, lower-cased. */
+/** A name's words: split at punctuation and at camelCase humps (`HMACKey`: HMAC, Key), lower-cased. */
 function wordsOf(name: string): string[] {
   return name
     .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
     .toLowerCase()
     .split(/[^a-z0-9]+/);
 }
 
 /** Whether a config key's name says it holds a secret; erring towards masking. */
 function isSecretName(name: string): boolean {
-  return SECRET_PART.test(name) || wordsOf(name).some((word) => SECRET_WORDS.has(word));
+  return (
+    SECRET_PART.test(name) ||
+    wordsOf(name).some(
+      (word) => SECRET_WORDS.has(word) || SECRET_WORDS.has(word.replace(/s$/, "")) || /keys?$/.test(word),
+    )
+  );
 }
 
 type SecretKeyTest = (key: string) => boolean;
