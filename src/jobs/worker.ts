@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import type { UpdateQueryBuilder, UpdateResult } from "kysely";
-import type { Db } from "../db/database.ts";
+import type { Db, Dialect } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
 import { oneOf } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
@@ -81,6 +81,69 @@ const MAX_RETRY_LOOKS = 10_000;
 const HALT_SETTLE_MS = 500;
 /** Most jobs of a batchable kind claimed in one transaction. */
 const MAX_BATCH_CLAIM = 256;
+
+/** A due job as a claim first reads it, before it is leased. */
+type Candidate = { id: string; kind: string; timeout_ms: number };
+
+/**
+ * Jobs in `status` whose `column` (`run_at`, or `lease_until` for lapsed leases) has come, oldest
+ * first; on PostgreSQL locked, skipping those another worker's claim holds.
+ */
+function claimableJobs(
+  trx: Db,
+  dialect: Dialect,
+  at: string,
+  status: "pending" | "running",
+  column: "run_at" | "lease_until",
+  limit: number,
+) {
+  let query = trx
+    .selectFrom("jobs")
+    .select(["id", "kind", "timeout_ms"])
+    .where("status", "=", status)
+    .where(column, column === "run_at" ? "<=" : "<", at)
+    .orderBy(column)
+    .limit(limit);
+  if (dialect === "postgres") query = query.forUpdate().skipLocked();
+  return query;
+}
+
+/**
+ * Marks the candidates `running` under `workerId`'s lease, which outlives each job's timeout by
+ * LEASE_MARGIN_MS (one update per timeout), and counts the attempt; returns the jobs as leased.
+ */
+async function leaseJobs(
+  trx: Db,
+  dialect: Dialect,
+  workerId: string,
+  now: Date,
+  candidates: Candidate[],
+): Promise<Job[]> {
+  const at = now.toISOString();
+  const byTimeout = new Map<number, string[]>();
+  for (const { id, timeout_ms } of candidates) {
+    const ids = byTimeout.get(timeout_ms);
+    if (ids) ids.push(id);
+    else byTimeout.set(timeout_ms, [id]);
+  }
+  const leased: Job[] = [];
+  for (const [timeoutMs, ids] of byTimeout) {
+    const rows = await trx
+      .updateTable("jobs")
+      .set((eb) => ({
+        status: "running",
+        attempts: eb("attempts", "+", 1),
+        locked_by: workerId,
+        lease_until: new Date(now.getTime() + timeoutMs + LEASE_MARGIN_MS).toISOString(),
+        updated_at: at,
+      }))
+      .where(oneOf(dialect, "id", ids))
+      .returningAll()
+      .execute();
+    leased.push(...rows);
+  }
+  return leased;
+}
 
 /**
  * Claims due jobs and runs them: up to `concurrency` single jobs at a time, and up to
@@ -272,20 +335,10 @@ export class Worker implements LocalTaker {
     const { claimed, full } = await db.transaction().execute(async (trx) => {
       const now = clock.now();
       const at = now.toISOString();
-      // Jobs in `status` whose `column` has come (skipping, on PostgreSQL, those another worker is claiming).
-      const claimable = (status: "pending" | "running", column: "run_at" | "lease_until", limit: number) => {
-        let query = trx
-          .selectFrom("jobs")
-          .select(["id", "kind", "timeout_ms"])
-          .where("status", "=", status)
-          .where(column, column === "run_at" ? "<=" : "<", at)
-          .orderBy(column)
-          .limit(limit);
-        if (dialect === "postgres") query = query.forUpdate().skipLocked();
-        return query;
-      };
+      const claimable = (status: "pending" | "running", column: "run_at" | "lease_until", limit: number) =>
+        claimableJobs(trx, dialect, at, status, column, limit);
       const due = (limit: number) => claimable("pending", "run_at", limit);
-      const candidates: Array<{ id: string; kind: string; timeout_ms: number }> = [];
+      const candidates: Candidate[] = [];
       let full = false;
       // Each batchable kind, then the other known kinds, by the (status, kind, run_at) index.
       for (const [kind, limit] of wants) {
@@ -332,30 +385,7 @@ export class Worker implements LocalTaker {
       }
       full ||= singles > 0 && slots === 0;
       if (candidates.length === 0) return { claimed: [], full: false };
-
-      const byTimeout = new Map<number, string[]>();
-      for (const { id, timeout_ms } of candidates) {
-        const ids = byTimeout.get(timeout_ms);
-        if (ids) ids.push(id);
-        else byTimeout.set(timeout_ms, [id]);
-      }
-      const claimed: Job[] = [];
-      for (const [timeoutMs, ids] of byTimeout) {
-        const rows = await trx
-          .updateTable("jobs")
-          .set((eb) => ({
-            status: "running",
-            attempts: eb("attempts", "+", 1),
-            locked_by: this.id,
-            lease_until: new Date(now.getTime() + timeoutMs + LEASE_MARGIN_MS).toISOString(),
-            updated_at: at,
-          }))
-          .where(oneOf(this.deps.dialect, "id", ids))
-          .returningAll()
-          .execute();
-        claimed.push(...rows);
-      }
-      return { claimed, full };
+      return { claimed: await leaseJobs(trx, dialect, this.id, now, candidates), full };
     });
     this.launchAll(claimed);
     return full;
