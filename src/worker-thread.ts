@@ -4,6 +4,7 @@ import type { Config } from "./config.ts";
 import type { Deps } from "./deps.ts";
 import type { WorkspaceDatabases } from "./domains/workspace/databases.ts";
 import { clearOutbox } from "./domains/workspace/dispatch.ts";
+import { errorMessage } from "./lib/errors.ts";
 
 /** What a server tells its worker thread. */
 export type ToThread =
@@ -138,7 +139,7 @@ export class WorkerThread {
       const db = this.databases.get(projectId);
       if (db) await clearOutbox(db, this.deps.dialect, eventIds);
     } catch (cause) {
-      error = cause instanceof Error ? cause.message : String(cause);
+      error = errorMessage(cause);
     }
     thread.postMessage({ type: "cleared", id, ...(error === undefined ? {} : { error }) } satisfies ToThread);
   }

@@ -139,31 +139,22 @@ describe("Idempotency-Key on POST", () => {
     expect(fixed.headers.get("idempotent-replayed")).toBeNull();
 
     const db = app.server.deps.db;
-    await sql`alter table audit_events rename to audit_events_moved`.execute(db);
-    let failed: CallResult;
-    try {
-      failed = await call(
+    const createHook = () =>
+      call(
         app,
         "POST",
         `/org/${slug}/webhooks`,
-        withKey("fail-1", {
-          token: key,
-          body: { url: "https://hooks.example.com/x", events: ["*"] },
-        }),
+        withKey("fail-1", { token: key, body: { url: "https://hooks.example.com/x", events: ["*"] } }),
       );
+    await sql`alter table audit_events rename to audit_events_moved`.execute(db);
+    let failed: CallResult;
+    try {
+      failed = await createHook();
     } finally {
       await sql`alter table audit_events_moved rename to audit_events`.execute(db);
     }
     expect(failed.status).toBe(500);
-    const retried = await call(
-      app,
-      "POST",
-      `/org/${slug}/webhooks`,
-      withKey("fail-1", {
-        token: key,
-        body: { url: "https://hooks.example.com/x", events: ["*"] },
-      }),
-    );
+    const retried = await createHook();
     expect(retried.status, JSON.stringify(retried.body)).toBe(201);
     expect(retried.headers.get("idempotent-replayed")).toBeNull();
     expect(retried.body.secret).toMatch(/^whsec_/);

@@ -1,13 +1,14 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
+import { DAY_MS } from "../clock.ts";
 import type { Deps } from "../deps.ts";
 import { sha256Hex } from "../lib/tokens.ts";
 import { ConflictError, ValidationError } from "./errors.ts";
 import { hasJsonBody } from "./router.ts";
 
 /** How long a key is remembered: a retry within this window gets the first answer. */
-const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+const IDEMPOTENCY_WINDOW_MS = DAY_MS;
 /**
  * How long a request may hold its key before another may take it over (its process died): far
  * longer than any request runs (a webhook test send waits WEBHOOK_TIMEOUT_MS at most). A holder

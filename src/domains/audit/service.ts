@@ -31,33 +31,41 @@ export async function recordAuditAs(db: Db, deps: Deps, actor: AuditActor, ip: s
   await writeAudit(db, deps.clock.now(), actor, ip, entry);
 }
 
+/** Plinth itself, as the actor of what it did on its own. */
+export const SYSTEM_ACTOR: AuditActor = { type: "system", id: "plinth", email: null };
+
 /** An audit row for what Plinth did by itself (a breaker tripping, a job's outcome). */
 export async function recordSystemAudit(db: Db, deps: Deps, entry: AuditEntry): Promise<void> {
-  await writeAudit(db, deps.clock.now(), { type: "system", id: "plinth", email: null }, null, entry);
+  await writeAudit(db, deps.clock.now(), SYSTEM_ACTOR, null, entry);
 }
 
-async function writeAudit(
-  db: Db,
-  now: Date,
-  actor: { type: string; id: string; email: string | null },
+/** The row of an audit entry, made at `at` by `actor`. */
+export function auditRow(
+  id: string,
+  at: string,
+  actor: AuditActor,
   ip: string | null,
   entry: AuditEntry,
-): Promise<void> {
+): Selectable<AuditEventsTable> {
+  return {
+    id,
+    org_id: entry.orgId,
+    action: entry.action,
+    actor_type: actor.type,
+    actor_id: actor.id,
+    actor_email: actor.email,
+    target_type: entry.target.type,
+    target_id: entry.target.id,
+    data: toJsonColumn(entry.data ?? {}) ?? "{}",
+    ip,
+    created_at: at,
+  };
+}
+
+async function writeAudit(db: Db, now: Date, actor: AuditActor, ip: string | null, entry: AuditEntry): Promise<void> {
   await db
     .insertInto("audit_events")
-    .values({
-      id: newId("aud", now),
-      org_id: entry.orgId,
-      action: entry.action,
-      actor_type: actor.type,
-      actor_id: actor.id,
-      actor_email: actor.email,
-      target_type: entry.target.type,
-      target_id: entry.target.id,
-      data: toJsonColumn(entry.data ?? {}),
-      ip,
-      created_at: now.toISOString(),
-    })
+    .values(auditRow(newId("aud", now), now.toISOString(), actor, ip, entry))
     .execute();
 }
 

@@ -1,8 +1,8 @@
 import type { Selectable } from "kysely";
 import type { AuditEventsTable } from "../../db/schema.ts";
 import { derivedId } from "../../lib/ids.ts";
-import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
-import type { AuditActor } from "../audit/service.ts";
+import { fromJsonColumn } from "../../lib/json.ts";
+import { type AuditActor, auditRow, SYSTEM_ACTOR } from "../audit/service.ts";
 import { type WorkspaceCtx, workspaceActor } from "./access.ts";
 import type { WorkspaceEvent } from "./dispatch.ts";
 
@@ -45,23 +45,22 @@ export function auditRows(
 ): Selectable<AuditEventsTable>[] {
   return events.map((event) => {
     const payload = fromJsonColumn<AuditPayload>(event.data, {
-      actor: { type: "system", id: "plinth", email: null },
+      actor: SYSTEM_ACTOR,
       ip: null,
       target: { type: "workspace", id: "" },
       data: {},
     });
-    return {
-      id: derivedId("aud", new Date(event.created_at), event.id),
-      org_id: orgId,
-      action: event.event,
-      actor_type: payload.actor.type,
-      actor_id: payload.actor.id,
-      actor_email: payload.actor.email,
-      target_type: payload.target.type,
-      target_id: payload.target.id,
-      data: toJsonColumn(payload.data) ?? "{}",
-      ip: payload.ip,
-      created_at: event.created_at,
-    };
+    return auditRow(
+      derivedId("aud", new Date(event.created_at), event.id),
+      event.created_at,
+      payload.actor,
+      payload.ip,
+      {
+        orgId,
+        action: event.event,
+        target: payload.target,
+        data: payload.data,
+      },
+    );
   });
 }
