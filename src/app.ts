@@ -45,6 +45,7 @@ const healthRoute = createRoute({
   path: "/health",
   tags: ["Service"],
   summary: "Liveness and database reachability",
+  description: "503 when the database cannot be reached, or while the process shuts down (`SHUTDOWN_DELAY_MS`).",
   responses: {
     200: jsonContent(z.object({ status: z.literal("ok"), database: z.literal("ok") }), "Healthy"),
     503: jsonContent(z.object({ error: z.object({ code: z.string(), message: z.string() }) }), "Unhealthy"),
@@ -87,9 +88,11 @@ export interface AppParts {
   auth: Auth;
   limiter: RateLimiter;
   workspace: WorkspaceRuntime;
+  /** True once `SIGTERM` has come: health answers 503 so that a load balancer stops sending. */
+  shuttingDown?: () => boolean;
 }
 
-export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<AppEnv> {
+export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
@@ -133,6 +136,7 @@ export function createApp({ deps, auth, limiter, workspace }: AppParts): Hono<Ap
 
   api
     .openapi(healthRoute, async (c) => {
+      if (shuttingDown?.()) return c.json({ error: { code: "UNAVAILABLE", message: "shutting down" } }, 503);
       try {
         await sql`select 1`.execute(deps.db);
         return c.json({ status: "ok" as const, database: "ok" as const }, 200);

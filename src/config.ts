@@ -58,6 +58,7 @@ const EnvSchema = z.object({
   TRUST_PROXY: booleanFlag.default(false),
   INVITATION_TTL_DAYS: days(1).default(7),
   SHUTDOWN_TIMEOUT_MS: milliseconds(0).default(10_000),
+  SHUTDOWN_DELAY_MS: milliseconds(0).default(0),
   WORKERS: nonNegativeInt.default(8),
   WORKER_POLL_MS: milliseconds(1).default(1_000),
   WORKER_THREAD: booleanFlag.default(true),
@@ -95,6 +96,11 @@ export type Config = {
   trustProxy: boolean;
   invitationTtlDays: number;
   shutdownTimeoutMs: number;
+  /**
+   * How long `SIGTERM` keeps accepting before it stops: health answers 503 and every response
+   * ends its connection meanwhile, so a load balancer takes the instance out first.
+   */
+  shutdownDelayMs: number;
   /** Jobs this process runs at once; 0 runs no jobs here. */
   workers: number;
   workerPollMs: number;
@@ -146,6 +152,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: e.TRUST_PROXY,
     invitationTtlDays: e.INVITATION_TTL_DAYS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     workers: e.WORKERS,
     workerPollMs: e.WORKER_POLL_MS,
     workerThread: e.WORKER_THREAD,

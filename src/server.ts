@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type Server as HttpServer, type ServerResponse, STATUS_CODES } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
 import { getRequestListener, type Http2Bindings, type HttpBindings, RequestError } from "@hono/node-server";
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
@@ -55,9 +56,14 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   // Events a crash left in workspace outboxes go out now rather than at the next daily sweep
   // (a worker thread sweeps as it starts).
   if (worker) void dispatcher.sweep(true).catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
-  const app = createApp({ deps, auth, limiter, workspace: { deps, auth, databases, dispatcher, limiter } });
-
   const inFlight = new InFlight();
+  const app = createApp({
+    deps,
+    auth,
+    limiter,
+    workspace: { deps, auth, databases, dispatcher, limiter },
+    shuttingDown: () => inFlight.closing,
+  });
   const server = await new Promise<HttpServer>((resolve, reject) => {
     // This server is HTTP/1.1, so the bindings are always the node:http request and response.
     const fetch = (request: Request, env: HttpBindings | Http2Bindings) => {
@@ -87,6 +93,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
+      inFlight.close();
+      // Still accepting, so that what a load balancer sends before it notices (by health's 503
+      // or by the closed connections) is served rather than reset in the listener's backlog.
+      if (config.shutdownDelayMs > 0) await sleep(config.shutdownDelayMs);
       await Promise.all([
         drainHttp(server, inFlight, config.shutdownTimeoutMs),
         worker?.stop(config.shutdownTimeoutMs),
@@ -112,7 +122,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
 class InFlight {
   private count = 0;
   private idle: (() => void) | undefined;
-  private closing = false;
+  private ending = false;
+
+  /** Whether `close` has been called. */
+  get closing(): boolean {
+    return this.ending;
+  }
 
   async track(response: ServerResponse | undefined, handle: () => Response | Promise<Response>): Promise<Response> {
     this.count++;
@@ -122,7 +137,7 @@ class InFlight {
       // The response is written once this returns, so closing by now is early enough. (Not a set
       // of the live responses: keying a Set by each ServerResponse made every request ~10% dearer
       // in bench/workspace.)
-      if (this.closing && response) lastOnConnection(response);
+      if (this.ending && response) lastOnConnection(response);
       this.count--;
       if (this.count === 0) this.idle?.();
     }
@@ -130,7 +145,7 @@ class InFlight {
 
   /** From now on every response ends its connection. */
   close(): void {
-    this.closing = true;
+    this.ending = true;
   }
 
   drained(): Promise<void> {

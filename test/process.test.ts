@@ -97,6 +97,28 @@ describe("the plinth process", () => {
     expect(await plinth.exited).toBe(0);
   });
 
+  it("keeps serving for SHUTDOWN_DELAY_MS after SIGTERM, with health at 503 and each connection closed", async () => {
+    const port = await freePort();
+    const plinth = runPlinth({ PORT: String(port), SHUTDOWN_DELAY_MS: "1500" });
+    await waitForHealth(port);
+    const signalled = Date.now();
+    plinth.child.kill("SIGTERM");
+    let health = await fetch(`http://127.0.0.1:${port}/api/health`);
+    while (health.status === 200 && Date.now() - signalled < 1_000) {
+      await health.arrayBuffer();
+      health = await fetch(`http://127.0.0.1:${port}/api/health`);
+    }
+    expect(health.status).toBe(503);
+    expect(await health.json()).toEqual({ error: { code: "UNAVAILABLE", message: "shutting down" } });
+    expect(health.headers.get("connection")).toBe("close");
+    // A new connection is still accepted and served, and told to close.
+    const res = await fetch(`http://127.0.0.1:${port}/api/orgs`);
+    expect(res.status).toBe(401);
+    expect(res.headers.get("connection")).toBe("close");
+    expect(await plinth.exited).toBe(0);
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(1_500);
+  });
+
   it("lets go of a connection it refused, so that a client holding its side open does not delay SIGTERM", async () => {
     const port = await freePort();
     const plinth = runPlinth({ PORT: String(port), SHUTDOWN_TIMEOUT_MS: "10000" });
