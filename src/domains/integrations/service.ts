@@ -170,9 +170,19 @@ function assertSecretsResent(
   );
 }
 
-/** Checks `config` against what the provider needs (422 naming `config.<field>`), URLs included. */
-async function validConfig(ctx: OrgCtx, kind: IntegrationKind, config: Record<string, unknown>) {
-  const parsed = PROVIDER_CONFIG[kind].schema.safeParse(config);
+/**
+ * Checks `config` against what the provider needs (422 naming `config.<field>`), URLs included.
+ * `partial`: only the provider's fields that are present are checked (SPEC: at create, `config`
+ * is an object with arbitrary values); the integration stays unconfigured until it has them all.
+ */
+async function validConfig(
+  ctx: OrgCtx,
+  kind: IntegrationKind,
+  config: Record<string, unknown>,
+  { partial }: { partial: boolean },
+) {
+  const schema = PROVIDER_CONFIG[kind].schema;
+  const parsed = (partial ? schema.partial() : schema).safeParse(config);
   if (!parsed.success) {
     throw new ValidationError(
       toFieldIssues(parsed.error, "config").map((issue) => ({ ...issue, path: `config.${issue.path}` })),
@@ -204,9 +214,9 @@ async function findIntegration(ctx: OrgCtx, id: string, trx?: Db): Promise<Integ
 
 export async function createIntegration({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof IntegrationInput> }) {
   authorize(ctx, "integrations:manage");
-  // Without a config (SPEC: optional) the integration is saved unconfigured: each attempt fails
-  // naming what it needs, until a PATCH gives it. A config that is sent must be whole.
-  const config = input.config === undefined ? {} : await validConfig(ctx, input.kind, input.config);
+  // Without a config, or with only part of one (SPEC: optional, arbitrary values), the integration
+  // is saved unconfigured: each attempt fails naming what it needs, until a PATCH gives it.
+  const config = input.config === undefined ? {} : await validConfig(ctx, input.kind, input.config, { partial: true });
   const now = ctx.deps.clock.now();
   const row: IntegrationRow = {
     id: newId("int", now),
@@ -268,10 +278,13 @@ export async function updateIntegration({
     const kind = current.kind as IntegrationKind;
     const stored = fromJsonColumn<Record<string, unknown>>(current.config, {});
     // A secret sent back as read (masked) means "unchanged", so a read-modify-write keeps it.
+    // A PATCH replaces the config, so it must be whole: one that left out a credential would
+    // otherwise switch a working integration off without a word.
     const config = await validConfig(
       ctx,
       kind,
       unmasked(input.config, stored, secretKeyOf(kind)) as Record<string, unknown>,
+      { partial: false },
     );
     assertSecretsResent(kind, input.config, stored, config);
     changes.config = toJsonColumn(config) ?? "{}";
