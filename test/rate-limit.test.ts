@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RateLimiter } from "../src/http/rate-limit.ts";
 import {
   call,
   createActiveProject,
@@ -173,5 +174,51 @@ describe("counters shared through the database", () => {
     // Back on the first process, whose own count (6) is stale: it reads the shared one first.
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect((await call(first, "GET", "/orgs", { token })).status).toBe(429);
+  });
+});
+
+describe("the last part of a shared budget", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp();
+  });
+  afterAll(() => app.close());
+
+  /** Two limiters of one database, as two processes would have, on a clock that stands still. */
+  function twoProcesses() {
+    const frozen = { now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 30)) };
+    const { db, log } = app.server.deps;
+    return [new RateLimiter(db, frozen, log), new RateLimiter(db, frozen, log)] as const;
+  }
+
+  async function allowed(limiter: RateLimiter, bucket: string, hits: number): Promise<boolean[]> {
+    const decisions: boolean[] = [];
+    for (let i = 0; i < hits; i++) decisions.push((await limiter.hit(bucket, 20)).allowed);
+    return decisions;
+  }
+
+  it("is counted in the database hit by hit, so two processes together stay within it", async () => {
+    const [a, b] = twoProcesses();
+    const bucket = `key:last-part-${Math.random()}`;
+    expect(await allowed(a, bucket, 15)).toEqual(Array(15).fill(true));
+    await a.flush();
+    // The second process reads 15 and takes 4 more; the last three are in the last fifth of the
+    // budget, so they are written as they come.
+    expect(await allowed(b, bucket, 4)).toEqual([true, true, true, true]);
+    // The first still believes 15 (its clock has not moved, so it does not read again): one
+    // more is within what it counts alone, and the next is in the last part, decided by the
+    // shared total (20 taken): refused. Counted alone, it would have allowed five.
+    expect(await allowed(a, bucket, 3)).toEqual([true, false, false]);
+    expect(await allowed(b, bucket, 1)).toEqual([false]);
+    await Promise.all([a.stop(), b.stop()]);
+  });
+
+  it("allows exactly the budget to concurrent hits in one process", async () => {
+    const [a] = twoProcesses();
+    const bucket = `key:concurrent-${Math.random()}`;
+    const decisions = await Promise.all(Array.from({ length: 30 }, () => a.hit(bucket, 20)));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(20);
+    expect(decisions.map((d) => d.remaining).filter((r) => r > 0)).toHaveLength(19);
+    await a.stop();
   });
 });

@@ -17,10 +17,14 @@ export interface RateDecision {
 
 interface WindowState {
   window: number;
-  /** Hits in the database for this bucket and window, as of the last load or flush. */
+  /** Hits in the database for this bucket and window, as of the last load or write. */
   stored: number;
   /** Hits taken by this process and not yet written. */
   pending: number;
+  /** Hits of this process being written now (neither pending nor in `stored` yet). */
+  writing: number;
+  /** The write of this bucket under way, if any: one at a time, so each total counts the last. */
+  busy: Promise<void> | undefined;
   loading: Promise<void> | undefined;
   /** When `stored` was last read from the database (clock ms). */
   syncedAt: number;
@@ -28,6 +32,12 @@ interface WindowState {
 
 const FLUSH_INTERVAL_MS = 200;
 const BATCH_SIZE = 200;
+/**
+ * The last part of a budget, as a share of the limit, that is counted in the database request by
+ * request, so that processes sharing a budget do not together overshoot it by what each counted
+ * since its last flush.
+ */
+const EXACT_SHARE = 0.2;
 
 /**
  * Fixed-window counters shared by every process through the `rate_limits` table.
@@ -36,9 +46,11 @@ const BATCH_SIZE = 200;
  * locally and adds its hits to the shared row every 200 ms (one batched upsert that also reads
  * back the total). A bucket's count is loaded from the database the first time a process sees it
  * in a window, and again at a hit when it has not been read for a flush interval (a process that
- * was idle has nothing to flush and would otherwise keep a stale count). With one process the
- * count is exact; with several, a process can miss at most the other processes' hits of the last
- * flush interval.
+ * was idle has nothing to flush and would otherwise keep a stale count). Within the last fifth
+ * of a budget (`EXACT_SHARE`) each hit is added to the shared row as it comes, and decided by the
+ * total that comes back: there, processes sharing a budget miss only each other's hits not yet
+ * flushed as they entered it, instead of a flush interval's worth for the rest of the window.
+ * Past the limit, refusals are local again (counts only rise in a window).
  */
 export class RateLimiter {
   private readonly windows = new Map<string, WindowState>();
@@ -64,13 +76,24 @@ export class RateLimiter {
     await this.flush();
   }
 
-  /** Counts one hit; synchronous unless the bucket's count must first be read from the database. */
+  /**
+   * Counts one hit; synchronous unless the bucket's count must first be read from the database,
+   * or the hit falls in the last part of the budget.
+   */
   hit(bucket: string, limit: number): RateDecision | Promise<RateDecision> {
     const now = this.clock.now().getTime();
     const window = Math.floor(now / this.windowMs);
     let state = this.windows.get(bucket);
     if (!state || state.window < window) {
-      const fresh: WindowState = { window, stored: 0, pending: 0, loading: undefined, syncedAt: now };
+      const fresh: WindowState = {
+        window,
+        stored: 0,
+        pending: 0,
+        writing: 0,
+        busy: undefined,
+        loading: undefined,
+        syncedAt: now,
+      };
       fresh.loading = this.load(bucket, fresh, now);
       // Unflushed hits of a window that has ended no longer limit anyone; they are dropped.
       this.windows.set(bucket, fresh);
@@ -78,6 +101,7 @@ export class RateLimiter {
     } else if (
       !state.loading &&
       state.pending === 0 &&
+      state.writing === 0 &&
       state.stored < limit &&
       now - state.syncedAt >= FLUSH_INTERVAL_MS
     ) {
@@ -88,16 +112,93 @@ export class RateLimiter {
       state.loading = this.load(bucket, state, now);
     }
     const loaded = state;
-    if (loaded.loading) return loaded.loading.then(() => this.count(loaded, limit, now));
-    return this.count(loaded, limit, now);
+    if (loaded.loading) return loaded.loading.then(() => this.count(bucket, loaded, limit, now));
+    return this.count(bucket, loaded, limit, now);
   }
 
-  private count(state: WindowState, limit: number, now: number): RateDecision {
-    const used = state.stored + state.pending;
-    const resetSeconds = Math.max(1, Math.ceil(((state.window + 1) * this.windowMs - now) / 1000));
-    if (used >= limit) return { allowed: false, limit, remaining: 0, resetSeconds };
+  private count(bucket: string, state: WindowState, limit: number, now: number): RateDecision | Promise<RateDecision> {
+    const used = state.stored + state.writing + state.pending;
+    if (used >= limit) return this.decision(state, limit, used + 1, now);
+    if (limit - used <= Math.ceil(limit * EXACT_SHARE)) return this.countExactly(bucket, state, limit, now);
     state.pending++;
-    return { allowed: true, limit, remaining: limit - used - 1, resetSeconds };
+    return this.decision(state, limit, used + 1, now);
+  }
+
+  /** `used`: hits counted with this one; more than the limit refuses it. */
+  private decision(state: WindowState, limit: number, used: number, now: number): RateDecision {
+    const resetSeconds = Math.max(1, Math.ceil(((state.window + 1) * this.windowMs - now) / 1000));
+    const allowed = used <= limit;
+    return { allowed, limit, remaining: allowed ? limit - used : 0, resetSeconds };
+  }
+
+  /**
+   * Adds this hit, and this process's hits not yet written, to the shared row now and decides by
+   * the total read back. If the database cannot be reached, the hit is counted locally.
+   */
+  private async countExactly(bucket: string, state: WindowState, limit: number, now: number): Promise<RateDecision> {
+    // After this process's last write of the bucket, so that the total read back counts it.
+    while (state.busy) await state.busy;
+    if (state.stored + state.pending >= limit) return this.decision(state, limit, limit + 1, now);
+    state.pending++;
+    const taken = state.pending;
+    state.pending = 0;
+    const written = this.write([{ bucket, state, taken }]);
+    const busy = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    state.busy = busy;
+    try {
+      const [total = taken] = await written;
+      // Every hit written before this one, by any process, and this process's not yet written.
+      // A refused hit stays counted: it only keeps the bucket refused, as it is by then.
+      return this.decision(state, limit, total + state.pending, now);
+    } catch {
+      return this.decision(state, limit, state.stored + state.pending, now);
+    } finally {
+      if (state.busy === busy) state.busy = undefined;
+    }
+  }
+
+  /**
+   * Writes hits taken from `pending` (counted as `writing` meanwhile) and updates `stored` with the
+   * totals read back; on failure they are pending again. Resolves to the totals, in order.
+   */
+  private async write(batch: Array<{ bucket: string; state: WindowState; taken: number }>): Promise<number[]> {
+    const now = this.clock.now().getTime();
+    for (const { state, taken } of batch) state.writing += taken;
+    try {
+      const totals = await this.add(batch.map(({ bucket, state, taken }) => [bucket, state.window, taken]));
+      for (const [i, { state, taken }] of batch.entries()) {
+        state.writing -= taken;
+        state.stored = Math.max(state.stored, totals[i] ?? 0);
+        state.syncedAt = now;
+      }
+      return totals;
+    } catch (error) {
+      for (const { state, taken } of batch) {
+        state.writing -= taken;
+        state.pending += taken;
+      }
+      this.log.error({ err: error }, "writing rate-limit counters failed; counting locally, will retry");
+      throw error;
+    }
+  }
+
+  /** Adds hits to shared counters; resolves to each counter's new total, in order. */
+  private async add(hits: Array<[bucket: string, window: number, hits: number]>): Promise<number[]> {
+    const rows = await this.db
+      .insertInto("rate_limits")
+      .values(hits.map(([bucket, window_start, count]) => ({ bucket, window_start, hits: count })))
+      .onConflict((oc) =>
+        oc.columns(["bucket", "window_start"]).doUpdateSet((eb) => ({
+          hits: eb("rate_limits.hits", "+", eb.ref("excluded.hits")),
+        })),
+      )
+      .returning(["bucket", "window_start", "hits"])
+      .execute();
+    const totals = new Map(rows.map((row) => [`${row.bucket}\u0000${row.window_start}`, Number(row.hits)]));
+    return hits.map(([bucket, window, count]) => totals.get(`${bucket}\u0000${window}`) ?? count);
   }
 
   private async load(bucket: string, state: WindowState, now: number): Promise<void> {
@@ -128,35 +229,26 @@ export class RateLimiter {
   }
 
   private async writePending(): Promise<void> {
-    const now = this.clock.now().getTime();
-    const current = Math.floor(now / this.windowMs);
-    const dirty: [string, WindowState, number][] = [];
+    const current = Math.floor(this.clock.now().getTime() / this.windowMs);
+    const dirty: [string, WindowState][] = [];
     for (const [bucket, state] of this.windows) {
       if (state.window < current) this.windows.delete(bucket);
-      else if (state.pending > 0) dirty.push([bucket, state, state.pending]);
+      // A bucket being written exactly takes its pending hits with it, or the next flush does.
+      else if (state.pending > 0 && !state.busy) dirty.push([bucket, state]);
     }
     for (let i = 0; i < dirty.length; i += BATCH_SIZE) {
-      const batch = dirty.slice(i, i + BATCH_SIZE);
-      try {
-        const rows = await this.db
-          .insertInto("rate_limits")
-          .values(batch.map(([bucket, state, hits]) => ({ bucket, window_start: state.window, hits })))
-          .onConflict((oc) =>
-            oc.columns(["bucket", "window_start"]).doUpdateSet((eb) => ({
-              hits: eb("rate_limits.hits", "+", eb.ref("excluded.hits")),
-            })),
-          )
-          .returning(["bucket", "window_start", "hits"])
-          .execute();
-        const totals = new Map(rows.map((row) => [`${row.bucket}\u0000${row.window_start}`, Number(row.hits)]));
-        for (const [bucket, state, hits] of batch) {
-          state.pending -= hits;
-          state.stored = totals.get(`${bucket}\u0000${state.window}`) ?? state.stored + hits;
-          state.syncedAt = now;
-        }
-      } catch (error) {
-        this.log.error({ err: error }, "writing rate-limit counters failed; will retry");
-      }
+      const batch = dirty.slice(i, i + BATCH_SIZE).map(([bucket, state]) => {
+        const taken = state.pending;
+        state.pending = 0;
+        return { bucket, state, taken };
+      });
+      const written = this.write(batch).then(
+        () => undefined,
+        () => undefined,
+      );
+      for (const { state } of batch) state.busy = written;
+      await written;
+      for (const { state } of batch) if (state.busy === written) state.busy = undefined;
     }
     if (current > this.lastCleanupWindow) {
       this.lastCleanupWindow = current;
