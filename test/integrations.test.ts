@@ -725,12 +725,13 @@ describe("integrations", () => {
     const org = await freshOrg();
     const prefix = tag("later");
     const bare = await createOk(org.slug, { kind: "slack" });
-    expect(bare.config).toEqual({});
+    expect(bare).toMatchObject({ config: {}, configured: false });
     const github = await createOk(org.slug, { kind: "github", events: ["project.*"] });
-    expect(github.config).toEqual({});
+    expect(github).toMatchObject({ config: {}, configured: false });
     // Keys of its own, and some of the provider's fields (each checked as it would be whole).
     const partial = await createOk(org.slug, { kind: "slack", config: { channel: "#ops", team: { id: 7 } } });
     expect(partial.config).toEqual({ channel: "#ops", team: { id: 7 } });
+    expect(partial.configured).toBe(false);
     expect((await createOk(org.slug, { kind: "discord", config: {} })).config).toEqual({});
     const repoOnly = await createOk(org.slug, { kind: "github", config: { repo: "acme/app" } });
     expect(repoOnly.config).toEqual({ repo: "acme/app" });
@@ -760,6 +761,7 @@ describe("integrations", () => {
       body: { config: { webhookUrl: `${receiver.url}${prefix}/hook` } },
     });
     expectStatus(configured, 200);
+    expect(configured.body.integration.configured).toBe(true);
     const again = await call(app, "POST", `/org/${org.slug}/integrations/${bare.id}/test`, { cookie: owner.cookie });
     expect(again.body.delivery).toMatchObject({ status: "succeeded", attemptCount: 1 });
     expect(requestsUnder(prefix)).toHaveLength(1);

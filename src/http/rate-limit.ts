@@ -39,6 +39,11 @@ const BATCH_SIZE = 200;
  */
 const EXACT_SHARE = 0.2;
 
+/** How many hits at the end of a budget of `limit` are counted exactly. */
+function exactPart(limit: number): number {
+  return Math.ceil(limit * EXACT_SHARE);
+}
+
 /**
  * Fixed-window counters shared by every process through the `rate_limits` table.
  *
@@ -73,6 +78,8 @@ export class RateLimiter {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    // A flush under way took only the hits counted before it began; the second takes the rest.
+    await this.flush();
     await this.flush();
   }
 
@@ -102,7 +109,8 @@ export class RateLimiter {
       !state.loading &&
       state.pending === 0 &&
       state.writing === 0 &&
-      state.stored < limit &&
+      // In the last part of the budget each hit reads the shared count back anyway.
+      limit - state.stored > exactPart(limit) &&
       now - state.syncedAt >= FLUSH_INTERVAL_MS
     ) {
       // Nothing pending, so no flush has read the shared count back lately: read it before
@@ -119,7 +127,7 @@ export class RateLimiter {
   private count(bucket: string, state: WindowState, limit: number, now: number): RateDecision | Promise<RateDecision> {
     const used = state.stored + state.writing + state.pending;
     if (used >= limit) return this.decision(state, limit, used + 1, now);
-    if (limit - used <= Math.ceil(limit * EXACT_SHARE)) return this.countExactly(bucket, state, limit, now);
+    if (limit - used <= exactPart(limit)) return this.countExactly(bucket, state, limit, now);
     state.pending++;
     return this.decision(state, limit, used + 1, now);
   }
@@ -133,7 +141,8 @@ export class RateLimiter {
 
   /**
    * Adds this hit, and this process's hits not yet written, to the shared row now and decides by
-   * the total read back. If the database cannot be reached, the hit is counted locally.
+   * the total read back. If the write fails, the hit is counted locally. (A write that hangs holds
+   * up the bucket's next hits, as every other query of the request would hang.)
    */
   private async countExactly(bucket: string, state: WindowState, limit: number, now: number): Promise<RateDecision> {
     // After this process's last write of the bucket, so that the total read back counts it.
@@ -237,11 +246,17 @@ export class RateLimiter {
       else if (state.pending > 0 && !state.busy) dirty.push([bucket, state]);
     }
     for (let i = 0; i < dirty.length; i += BATCH_SIZE) {
-      const batch = dirty.slice(i, i + BATCH_SIZE).map(([bucket, state]) => {
-        const taken = state.pending;
-        state.pending = 0;
-        return { bucket, state, taken };
-      });
+      // Checked again as each batch is taken: an exact write may have begun while earlier
+      // batches were written, and carries the bucket's pending hits with it.
+      const batch = dirty
+        .slice(i, i + BATCH_SIZE)
+        .filter(([, state]) => state.pending > 0 && !state.busy)
+        .map(([bucket, state]) => {
+          const taken = state.pending;
+          state.pending = 0;
+          return { bucket, state, taken };
+        });
+      if (batch.length === 0) continue;
       const written = this.write(batch).then(
         () => undefined,
         () => undefined,

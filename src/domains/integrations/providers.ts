@@ -48,8 +48,9 @@ export const PROVIDER_CONFIG = {
 
 /**
  * Why an integration cannot send (its config lacks what the provider needs), or null. SPEC makes
- * `config` optional, so an integration may be created without one; each of its attempts then
- * fails saying so, until a PATCH supplies the config. A config that is sent is checked whole.
+ * `config` optional with arbitrary values, so an integration may be created without the provider's
+ * fields, or with some of them; each of its attempts then fails saying so, until a PATCH
+ * supplies them.
  */
 export function unconfigured(kind: IntegrationKind, config: Record<string, unknown>): string | null {
   const parsed = PROVIDER_CONFIG[kind].schema.safeParse(config);

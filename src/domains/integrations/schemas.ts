@@ -27,6 +27,9 @@ export const IntegrationSchema = z
     id: z.string(),
     kind: z.enum(INTEGRATION_KINDS),
     config: z.record(z.string(), z.unknown()).openapi({ description: "Secret values masked" }),
+    configured: z.boolean().openapi({
+      description: "Whether `config` holds every field the provider needs; until it does, each send fails naming them",
+    }),
     events: z.array(z.string()).nullable(),
     createdAt: z.string(),
     updatedAt: z.string(),

@@ -13,7 +13,7 @@ import type { OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
-import { type IntegrationKind, PROVIDER_CONFIG, providerRequest } from "./providers.ts";
+import { type IntegrationKind, PROVIDER_CONFIG, providerRequest, unconfigured } from "./providers.ts";
 import type { IntegrationInput, UpdateIntegrationInput } from "./schemas.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
@@ -130,6 +130,7 @@ function toIntegration(row: IntegrationRow) {
     id: row.id,
     kind,
     config: masked(config, secretKeyOf(kind)) as Record<string, unknown>,
+    configured: unconfigured(kind, config) === null,
     events: fromJsonColumn<string[] | null>(row.events, null),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
