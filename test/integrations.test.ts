@@ -571,9 +571,21 @@ describe("integrations", () => {
       body: { events: [""] },
     });
     expectFieldError(badEvents, "events.0");
+    // The kind cannot change; sent back as read, it is no change.
+    const otherKind = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
+      cookie: owner.cookie,
+      body: { kind: "discord", config: { webhookUrl: `${receiver.url}/x` } },
+    });
+    expectFieldError(otherKind, "kind");
     const after = await call(app, "GET", `/org/${org.slug}/integrations/${github.id}`, { cookie: owner.cookie });
     expectStatus(after, 200);
     expect(after.body.integration).toEqual(github);
+    const sameKind = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
+      cookie: owner.cookie,
+      body: { kind: "github" },
+    });
+    expectStatus(sameKind, 200);
+    expect(sameKind.body.integration).toEqual(github);
   });
 
   it("refuses private config URLs when private webhook targets are not allowed", async () => {

@@ -17,6 +17,10 @@ export const IntegrationInput = z
 
 export const UpdateIntegrationInput = z
   .object({
+    kind: z
+      .enum(INTEGRATION_KINDS)
+      .optional()
+      .openapi({ description: "May be sent back as read; an integration's kind cannot change (422)" }),
     config: z.record(z.string(), z.unknown()).optional(),
     events: EventPatterns.optional(),
   })

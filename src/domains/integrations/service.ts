@@ -272,6 +272,11 @@ export async function updateIntegration({
 }) {
   authorize(ctx, "integrations:manage");
   const current = await findIntegration(ctx, id);
+  if (input.kind !== undefined && input.kind !== current.kind) {
+    throw new ValidationError([
+      { path: "kind", message: `is ${current.kind} and cannot change; create another integration instead` },
+    ]);
+  }
   // Nothing to change (`{}`): nothing is written or audited, as for the org and its projects.
   if (input.config === undefined && input.events === undefined) return { integration: toIntegration(current) };
   const changes: Partial<IntegrationRow> = {};
@@ -306,7 +311,7 @@ export async function updateIntegration({
       orgId: ctx.org.id,
       action: "integration.updated",
       target: { type: "integration", id },
-      data: { fields: Object.keys(input) },
+      data: { fields: Object.keys(input).filter((field) => field !== "kind") },
     });
     return row;
   });
