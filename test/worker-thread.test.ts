@@ -1,8 +1,8 @@
 import { createHmac } from "node:crypto";
 import path from "node:path";
-import SQLite from "better-sqlite3";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SQLite } from "../src/db/sqlite.ts";
 import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import {
   call,

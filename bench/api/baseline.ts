@@ -10,8 +10,8 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { serve } from "@hono/node-server";
-import SQLite from "better-sqlite3";
 import { Hono } from "hono";
+import { SQLite } from "../../src/db/sqlite.ts";
 
 const port = Number(process.env.PORT ?? 0);
 const dataDir = process.env.DATA_DIR;

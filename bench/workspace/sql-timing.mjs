@@ -12,7 +12,8 @@ import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const require = createRequire(`${process.cwd()}/package.json`);
-const Database = require("better-sqlite3");
+// The build Plinth loads on this Node (see src/db/sqlite.ts).
+const Database = require(Number(process.versions.node.split(".")[0]) < 24 ? "better-sqlite3" : "better-sqlite3-napi");
 const stats = new Map();
 let patched = false;
 

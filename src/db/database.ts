@@ -1,5 +1,5 @@
 import path from "node:path";
-import SQLite from "better-sqlite3";
+import type BetterSqlite3 from "better-sqlite3";
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -15,6 +15,7 @@ import pg from "pg";
 import { makeDirectory } from "../lib/dirs.ts";
 import type { Logger } from "../logger.ts";
 import type { Database } from "./schema.ts";
+import { SQLite } from "./sqlite.ts";
 
 export type Dialect = "sqlite" | "postgres";
 
@@ -74,7 +75,7 @@ function openSqlite(file: string): DatabaseHandle {
         connection.pragma("busy_timeout = 5000");
         readConnection = withStatementCache(connection);
       }
-      return (readConnection.prepare(sql) as unknown as SQLite.Statement).get(...parameters) as Row | undefined;
+      return (readConnection.prepare(sql) as unknown as BetterSqlite3.Statement).get(...parameters) as Row | undefined;
     },
   };
   return {
@@ -95,7 +96,7 @@ function openSqlite(file: string): DatabaseHandle {
  * transaction that reads and then writes fails at once with SQLITE_BUSY if the other connection
  * committed in between, without waiting; an immediate one waits its turn in the busy handler.
  */
-export function sqliteDialect(sqlite: SQLite.Database): SqliteDialect {
+export function sqliteDialect(sqlite: BetterSqlite3.Database): SqliteDialect {
   return new ImmediateSqliteDialect(withStatementCache(sqlite));
 }
 
@@ -123,8 +124,8 @@ const STATEMENT_CACHE_SIZE = 500;
  * better-sqlite3 runs a statement to completion synchronously, and SQLite re-prepares a cached
  * statement by itself when the schema changes under it.
  */
-function withStatementCache(sqlite: SQLite.Database): SqliteDatabase {
-  const statements = new Map<string, SQLite.Statement>();
+function withStatementCache(sqlite: BetterSqlite3.Database): SqliteDatabase {
+  const statements = new Map<string, BetterSqlite3.Statement>();
   return {
     prepare(sql) {
       let statement = statements.get(sql);

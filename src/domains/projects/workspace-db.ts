@@ -1,8 +1,9 @@
 import { rmSync } from "node:fs";
 import path from "node:path";
-import SQLite from "better-sqlite3";
+import type BetterSqlite3 from "better-sqlite3";
 import { Kysely, sql } from "kysely";
 import { sqliteDialect } from "../../db/database.ts";
+import { SQLite } from "../../db/sqlite.ts";
 import type { Deps } from "../../deps.ts";
 import { makeDirectory } from "../../lib/dirs.ts";
 import { compareVersions, versionsBetween } from "./templates.ts";
@@ -26,7 +27,7 @@ export type WorkspaceDb = Kysely<any>;
  * Opens a SQLite workspace file (created if missing). Close both: Kysely opens its connection on
  * the first query, and its `destroy` closes nothing if no query ran.
  */
-export function openWorkspaceFile(file: string): { db: WorkspaceDb; sqlite: SQLite.Database } {
+export function openWorkspaceFile(file: string): { db: WorkspaceDb; sqlite: BetterSqlite3.Database } {
   const sqlite = new SQLite(file);
   sqlite.pragma("journal_mode = WAL");
   sqlite.pragma("synchronous = NORMAL");

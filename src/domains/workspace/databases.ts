@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import type SQLite from "better-sqlite3";
+import type BetterSqlite3 from "better-sqlite3";
 import type { Deps } from "../../deps.ts";
 import { openWorkspaceFile, type WorkspaceDb, workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 
@@ -20,7 +20,7 @@ const VANISHED_CHECK_MS = 60_000;
 export class WorkspaceDatabases {
   private readonly open = new Map<string, WorkspaceDb>();
   /** The SQLite file handle under each Kysely instance, closed with it. */
-  private readonly files = new WeakMap<WorkspaceDb, SQLite.Database>();
+  private readonly files = new WeakMap<WorkspaceDb, BetterSqlite3.Database>();
   private readonly vanishedCheck: NodeJS.Timeout | undefined;
 
   constructor(
