@@ -28,4 +28,4 @@ function load(): typeof BetterSqlite3 {
   }
 }
 
-export const SQLite = load();
+export const SQLite: typeof BetterSqlite3 = load();
