@@ -399,3 +399,30 @@ describe("GET and PATCH /account", () => {
     expect((await getAccount(owner.cookie)).name).toBe("Test User");
   });
 });
+
+describe("better-auth's AsyncLocalStorage", () => {
+  /** better-auth's instances, where `@better-auth/core` keeps them. */
+  function authStorages(): Array<{ enabled?: boolean }> {
+    const global = (globalThis as Record<symbol, { context?: Record<string, { enabled?: boolean }> }>)[
+      Symbol.for("better-auth:global")
+    ];
+    return Object.values(global?.context ?? {});
+  }
+  const hooksPromises = Number(process.versions.node.split(".")[0]) < 24;
+
+  it("is switched off once no auth call is under way, and concurrent auth calls keep working", async () => {
+    const users = await Promise.all(Array.from({ length: 6 }, () => signUp(app)));
+    // Sessions read (better-auth's getSession) and sign-ins, all at once.
+    const results = await Promise.all([
+      ...users.map((user) => call(app, "GET", "/account", { cookie: user.cookie })),
+      ...users.map((user) =>
+        call(app, "POST", "/auth/sign-in/email", { body: { email: user.email, password: PASSWORD } }),
+      ),
+    ]);
+    for (const res of results) expect(res.status, JSON.stringify(res.body)).toBe(200);
+    for (const [i, user] of users.entries()) expect(results[i]?.body.account.email).toBe(user.email);
+    expect(authStorages().length).toBeGreaterThan(0);
+    // Before Node 24 an enabled AsyncLocalStorage hooks every promise in the process.
+    if (hooksPromises) for (const storage of authStorages()) expect(storage.enabled).toBe(false);
+  });
+});

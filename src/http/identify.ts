@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { callAuth } from "../auth/async-context.ts";
 import type { Auth } from "../auth/better-auth.ts";
 import type { Deps } from "../deps.ts";
 import { authenticateApiKey } from "../domains/api-keys/service.ts";
@@ -29,7 +30,7 @@ export function identifyCaller(deps: Deps, auth: Auth, c: Context<AppEnv>): Prom
   if (c.req.header("cookie")?.includes(`${deps.config.cookiePrefix}.session_token`)) {
     return remember(
       c,
-      auth.api.getSession({ headers: c.req.raw.headers }).then((session) => {
+      callAuth(() => auth.api.getSession({ headers: c.req.raw.headers })).then((session) => {
         if (!session) return;
         c.set("principal", {
           type: "account",
