@@ -5,6 +5,7 @@ import type { Dialect } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
 import { newId } from "../lib/ids.ts";
 import type { Logger } from "../logger.ts";
+import { withAuthCalls } from "./async-context.ts";
 
 export interface AuthOptions {
   db: Kysely<Database>;
@@ -22,7 +23,7 @@ const timestamps = { createdAt: "created_at", updatedAt: "updated_at" } as const
  * because Plinth's rate limit (kept in the database) covers these routes.
  */
 export function createAuth({ db, dialect, config, secret, log }: AuthOptions) {
-  return betterAuth({
+  const auth = betterAuth({
     appName: "Plinth",
     baseURL: config.publicUrl,
     basePath: "/api/auth",
@@ -82,6 +83,7 @@ export function createAuth({ db, dialect, config, secret, log }: AuthOptions) {
       fields: { expiresAt: "expires_at", ...timestamps },
     },
   });
+  return withAuthCalls(auth);
 }
 
 export type Auth = ReturnType<typeof createAuth>;

@@ -5,7 +5,6 @@ import type { Deps } from "../deps.ts";
 import type { AppEnv } from "../http/context.ts";
 import { type ErrorCode, errorBody } from "../http/errors.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
-import { callAuth } from "./async-context.ts";
 import type { Auth } from "./better-auth.ts";
 
 const tags = ["Authentication"];
@@ -129,14 +128,12 @@ async function forward(
   const headers = new Headers(c.req.raw.headers);
   headers.delete("content-length");
   if (body !== undefined) headers.set("content-type", "application/json");
-  const response = await callAuth(() =>
-    auth.handler(
-      new Request(c.req.url, {
-        method: c.req.method,
-        headers,
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      }),
-    ),
+  const response = await auth.handler(
+    new Request(c.req.url, {
+      method: c.req.method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    }),
   );
   const passHeaders: Record<string, string | string[]> = {};
   const cookies = response.headers.getSetCookie();

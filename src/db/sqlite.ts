@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import type BetterSqlite3 from "better-sqlite3";
+import { NODE_MAJOR } from "../lib/node-version.ts";
 
 /**
  * better-sqlite3, in the build that is safe on this Node.
@@ -15,7 +16,6 @@ import type BetterSqlite3 from "better-sqlite3";
  * Both have the same API.
  */
 const require = createRequire(import.meta.url);
-const NODE_MAJOR = Number(process.versions.node.split(".")[0]);
 
 function load(): typeof BetterSqlite3 {
   if (NODE_MAJOR < 24) return require("better-sqlite3");

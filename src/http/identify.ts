@@ -1,5 +1,4 @@
 import type { Context } from "hono";
-import { callAuth } from "../auth/async-context.ts";
 import type { Auth } from "../auth/better-auth.ts";
 import type { Deps } from "../deps.ts";
 import { authenticateApiKey } from "../domains/api-keys/service.ts";
@@ -30,7 +29,7 @@ export function identifyCaller(deps: Deps, auth: Auth, c: Context<AppEnv>): Prom
   if (c.req.header("cookie")?.includes(`${deps.config.cookiePrefix}.session_token`)) {
     return remember(
       c,
-      callAuth(() => auth.api.getSession({ headers: c.req.raw.headers })).then((session) => {
+      auth.api.getSession({ headers: c.req.raw.headers }).then((session) => {
         if (!session) return;
         c.set("principal", {
           type: "account",

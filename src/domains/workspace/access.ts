@@ -1,5 +1,4 @@
 import type { Context } from "hono";
-import { callAuth } from "../../auth/async-context.ts";
 import type { Auth } from "../../auth/better-auth.ts";
 import { preparedRead } from "../../db/compiled.ts";
 import type { Deps } from "../../deps.ts";
@@ -191,7 +190,7 @@ async function resolveCaller<E extends AppEnv>(
     return { kind: "user", userId: session.user_id as string, tokenHash };
   }
   if (c.req.header("cookie")?.includes(`${deps.config.cookiePrefix}.session_token`)) {
-    const session = await callAuth(() => runtime.auth.api.getSession({ headers: c.req.raw.headers }));
+    const session = await runtime.auth.api.getSession({ headers: c.req.raw.headers });
     if (session) {
       const membership = await deps.db
         .selectFrom("memberships")
