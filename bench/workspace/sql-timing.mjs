@@ -5,11 +5,13 @@
  *   SQL_TIMING_OUT=/tmp/sql.txt BENCH_NODE_ARGS="--import ./bench/workspace/sql-timing.mjs" \
  *     BENCH_ONLY=sqlite BENCH_SCENARIOS=1 npx tsx bench/workspace/run.ts
  *
- * Run one scenario at a time (each Plinth child writes the same file). Timing adds overhead of its
+ * Run one scenario at a time (each Plinth child writes the same file; its worker thread, the same
+ * name with `.<threadId>` appended). Timing adds overhead of its
  * own, so use it for statement counts and shares, not for throughput.
  */
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { threadId } from "node:worker_threads";
 
 const require = createRequire(`${process.cwd()}/package.json`);
 // The build Plinth loads on this Node (see src/db/sqlite.ts).
@@ -55,5 +57,7 @@ process.on("exit", () => {
         `${(s.ns / s.count / 1000).toFixed(0).padStart(6)} us avg ${(s.max / 1e6).toFixed(1).padStart(6)} ms max  ${key}`,
     );
   }
-  writeFileSync(process.env.SQL_TIMING_OUT ?? "sql-timing.txt", `${lines.join("\n")}\n`);
+  // The server's worker thread loads this too, and writes its own file (`<out>.<threadId>`).
+  const out = process.env.SQL_TIMING_OUT ?? "sql-timing.txt";
+  writeFileSync(threadId === 0 ? out : `${out}.${threadId}`, `${lines.join("\n")}\n`);
 });
