@@ -5,9 +5,9 @@
  *   SQL_TIMING_OUT=/tmp/sql.txt BENCH_NODE_ARGS="--import ./bench/workspace/sql-timing.mjs" \
  *     BENCH_ONLY=sqlite BENCH_SCENARIOS=1 npx tsx bench/workspace/run.ts
  *
- * Run one scenario at a time (each Plinth child writes the same file; its worker thread, the same
- * name with `.<threadId>` appended). Timing adds overhead of its
- * own, so use it for statement counts and shares, not for throughput.
+ * Run one scenario at a time: each Plinth child writes the same file, and its worker thread the
+ * same name with `.<threadId>` appended. Timing adds overhead of its own, so use it for statement
+ * counts and shares, not for throughput.
  */
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -57,7 +57,6 @@ process.on("exit", () => {
         `${(s.ns / s.count / 1000).toFixed(0).padStart(6)} us avg ${(s.max / 1e6).toFixed(1).padStart(6)} ms max  ${key}`,
     );
   }
-  // The server's worker thread loads this too, and writes its own file (`<out>.<threadId>`).
   const out = process.env.SQL_TIMING_OUT ?? "sql-timing.txt";
   writeFileSync(threadId === 0 ? out : `${out}.${threadId}`, `${lines.join("\n")}\n`);
 });
