@@ -3,7 +3,6 @@ import { Scalar } from "@scalar/hono-api-reference";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { NoResultError, sql } from "kysely";
 import type { Auth } from "./auth/better-auth.ts";
 import { authRoutes } from "./auth/routes.ts";
@@ -19,13 +18,15 @@ import { orgRoutes } from "./domains/orgs/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
-import { workspaceDocument, workspaceRoutes } from "./domains/workspace/routes.ts";
+import { WORKSPACE_MOUNT, workspaceDocument, workspaceRoutes } from "./domains/workspace/routes/index.ts";
+import { AppError, ForbiddenError, UnavailableError } from "./errors.ts";
 import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
-import { AppError, type ErrorCode, errorBody, ForbiddenError } from "./http/errors.ts";
+import { codeOf, errorResponse } from "./http/envelope.ts";
 import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "./http/idempotency.ts";
 import { identifyCaller } from "./http/identify.ts";
+import { declaredSecurity, isPublic, type Security } from "./http/operations.ts";
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
@@ -48,8 +49,7 @@ const healthRoute = createRoute({
   description: "503 when the database cannot be reached, or while the process shuts down (`SHUTDOWN_DELAY_MS`).",
   responses: {
     200: jsonContent(z.object({ status: z.literal("ok"), database: z.literal("ok") }), "Healthy"),
-    503: jsonContent(z.object({ error: z.object({ code: z.string(), message: z.string() }) }), "Unhealthy"),
-    ...errorResponses(429),
+    ...errorResponses(429, 503),
   },
 });
 
@@ -97,7 +97,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
 
-  const operationOf = operationsOf(api);
+  const securityOf = declaredSecurity(api, "/api");
   const limits = { perMinute: config.rateLimitPerMinute, authPerMinute: config.authRateLimitPerMinute };
   const trustedOrigin = new URL(config.publicUrl).origin;
   const sessionCookie = `${config.cookiePrefix}.session_token`;
@@ -115,8 +115,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
     assertSameOriginWrite(c, trustedOrigin, sessionCookie);
     // Authentication comes before request validation: an anonymous caller learns nothing more.
     const { method, path } = c.req;
-    const operation = operationOf(method, path);
-    const admits = operation?.admits ?? "anyone";
+    const admits = admitsOf(securityOf(c));
     if (admits !== "anyone") requirePrincipal(c);
     const principal = c.get("principal");
     // Likewise authorization, where it needs nothing but the request: an API key where only a
@@ -130,19 +129,19 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
     }
     if (!wantsIdempotency(c)) return limitRequestBody(c, next);
     return limitRequestBody(c, async () =>
-      (await passesGuards(c, deps, operation)) ? idempotent(c, deps, sessionCookie, next) : next(),
+      (await passesGuards(c, deps, admits)) ? idempotent(c, deps, sessionCookie, next) : next(),
     );
   });
 
   api
     .openapi(healthRoute, async (c) => {
-      if (shuttingDown?.()) return c.json({ error: { code: "UNAVAILABLE", message: "shutting down" } }, 503);
+      if (shuttingDown?.()) throw new UnavailableError("shutting down");
       try {
         await sql`select 1`.execute(deps.db);
         return c.json({ status: "ok" as const, database: "ok" as const }, 200);
       } catch (error) {
         deps.log.error({ err: error }, "health check: database unreachable");
-        return c.json({ error: { code: "UNAVAILABLE", message: "database unreachable" } }, 503);
+        throw new UnavailableError("database unreachable");
       }
     })
     .route("/", authRoutes(deps, auth))
@@ -203,7 +202,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
     return next();
   });
   app.route("/api", api);
-  app.route("/w/:projectId/api", workspaceApi);
+  app.route(WORKSPACE_MOUNT, workspaceApi);
   // Where invitation mail links to: the web console's page, until there is a console.
   app.get("/accept-invite", acceptInvitePage);
   app.notFound(notFoundOrWrongMethod(app));
@@ -218,36 +217,12 @@ function inOtherOrg(path: string, slug: string): boolean {
   return path !== own && !path.startsWith(`${own}/`);
 }
 
-/** Who an operation admits, from its declared `security`. */
+/** Who an operation admits: anyone, any caller (`sessionOrKey`), or a signed-in account only (`sessionOnly`). */
 type Admits = "anyone" | "caller" | "account";
 
-/** An authenticated operation, and whom it admits. */
-interface Operation {
-  method: string;
-  pattern: RegExp;
-  admits: Admits;
-}
-
-/**
- * Each request's authenticated operation, read from the operations' declared `security`, so the
- * OpenAPI document and the enforcement cannot disagree: any caller, or a signed-in account only
- * (`sessionOnly`); undefined for public operations and unknown paths. Compiled on first use,
- * once every route is registered.
- */
-function operationsOf(api: ReturnType<typeof createRouter>) {
-  let operations: Operation[] | undefined;
-  return (method: string, path: string): Operation | undefined => {
-    operations ??= api.openAPIRegistry.definitions.flatMap((definition) => {
-      if (definition.type !== "route") return [];
-      const requirements = definition.route.security ?? [];
-      if (requirements.length === 0 || requirements.some((r) => Object.keys(r).length === 0)) return [];
-      const pattern = new RegExp(`^/api${definition.route.path.replace(/\{[^/]+\}/g, "[^/]+")}$`);
-      // Only a session cookie (no API key among the requirements): a signed-in account only.
-      const admits: Admits = requirements.some((r) => "apiKey" in r) ? "caller" : "account";
-      return [{ method: definition.route.method.toUpperCase(), pattern, admits }];
-    });
-    return operations.find((op) => op.method === method && op.pattern.test(path));
-  };
+function admitsOf(security: Security | undefined): Admits {
+  if (security === undefined || isPublic(security)) return "anyone";
+  return security.some((requirement) => "apiKey" in requirement) ? "caller" : "account";
 }
 
 /**
@@ -257,8 +232,8 @@ function operationsOf(api: ReturnType<typeof createRouter>) {
  * without the header; a removed member's retry is never answered from what was kept for them.
  * The access found is kept for the handler (`orgCtx`), which need not look it up again.
  */
-async function passesGuards(c: Context<AppEnv>, deps: Deps, operation: Operation | undefined): Promise<boolean> {
-  if (operation === undefined) return false;
+async function passesGuards(c: Context<AppEnv>, deps: Deps, admits: Admits): Promise<boolean> {
+  if (admits === "anyone") return false;
   const slug = ORG_PATH.exec(c.req.path)?.[1];
   const principal = c.get("principal");
   if (slug === undefined || !principal) return true;
@@ -277,43 +252,33 @@ async function passesGuards(c: Context<AppEnv>, deps: Deps, operation: Operation
 }
 const ORG_PATH = /^\/api\/org\/([^/]+)\//;
 
-const HTTP_EXCEPTION_CODES: Partial<Record<number, ErrorCode>> = {
-  400: "BAD_REQUEST",
-  401: "UNAUTHORIZED",
-  403: "FORBIDDEN",
-  404: "NOT_FOUND",
-  413: "PAYLOAD_TOO_LARGE",
-};
-
 function renderError(error: Error, c: Context<AppEnv>, deps: Deps): Response {
-  if (error instanceof AppError) {
-    return c.json(errorBody(error.code, error.message, error.details), error.status);
-  }
-  if (error instanceof HTTPException) {
+  if (error instanceof AppError) return errorResponse(c, error.code, error.message, error.details);
+  if (error instanceof HTTPException && error.status < 500) {
     // Hono raises 400 for malformed JSON and zod-openapi 415 for a body that is not JSON;
     // both are a malformed request to the caller.
-    const status = (error.status === 415 ? 400 : error.status) as ContentfulStatusCode;
-    const code = HTTP_EXCEPTION_CODES[status];
-    if (code) {
-      const message =
-        error.status === 415
-          ? "request body must be application/json"
-          : bodyWasNotUtf8(c)
-            ? "malformed JSON in request body: it is not valid UTF-8"
-            : error.message.toLowerCase();
-      return c.json(errorBody(code, message || "malformed request"), status);
-    }
+    const message =
+      error.status === 415
+        ? "request body must be application/json"
+        : bodyWasNotUtf8(c)
+          ? "malformed JSON in request body: it is not valid UTF-8"
+          : error.message.toLowerCase();
+    return errorResponse(
+      c,
+      error.status === 415 ? "BAD_REQUEST" : codeOf(error.status),
+      message || "malformed request",
+    );
   }
   // A row the request read at its start and then went to write was gone by then (deleted by a
   // request that overlapped this one): not found, as for any later request.
-  if (error instanceof NoResultError) return c.json(errorBody("NOT_FOUND", "not found"), 404);
+  if (error instanceof NoResultError) return errorResponse(c, "NOT_FOUND", "not found");
   // Text PostgreSQL cannot store (a NUL character) that came in other than through a validated
   // body, query or path parameter, which refuse it with the field named.
   if ((error as { code?: unknown }).code === "22021") {
-    return c.json(errorBody("VALIDATION", "validation failed: text must not contain the NUL character (U+0000)"), 422);
+    return errorResponse(c, "VALIDATION", "validation failed: text must not contain the NUL character (U+0000)");
   }
   (c.get("log") ?? deps.log).error({ err: error, requestId: c.get("requestId") }, "unhandled error");
-  return c.json(errorBody("INTERNAL", "internal error"), 500);
+  return errorResponse(c, "INTERNAL", "internal error");
 }
 
 /** Tells a wrong method (405, with `Allow`) from an unknown path (404). */
@@ -330,8 +295,8 @@ function notFoundOrWrongMethod(app: Hono<AppEnv>) {
     const allowed = [...new Set(routes.filter((route) => route.pattern.test(c.req.path)).map((r) => r.method))];
     if (allowed.length > 0) {
       c.header("Allow", allowed.join(", "));
-      return c.json(errorBody("METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${c.req.path}`), 405);
+      return errorResponse(c, "METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${c.req.path}`);
     }
-    return c.json(errorBody("NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`), 404);
+    return errorResponse(c, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`);
   };
 }

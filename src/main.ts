@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig } from "./config.ts";
-import { errorMessage } from "./lib/errors.ts";
+import { errorMessage } from "./errors.ts";
 import { createLogger } from "./logger.ts";
-import { startServer, startWorker } from "./server.ts";
+import { startServer, startWorker } from "./process/server.ts";
 
 const USAGE = `usage: plinth [serve | worker]
 

@@ -10,7 +10,7 @@ import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
 import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import { createLogger } from "../src/logger.ts";
-import { type RunningServer, startServer } from "../src/server.ts";
+import { type RunningServer, startServer } from "../src/process/server.ts";
 
 /** Set by `npm test` runs against PostgreSQL; unset means embedded SQLite. */
 const POSTGRES_URL = process.env.DATABASE_URL;

@@ -399,7 +399,9 @@ describe("unexpected failures", () => {
     try {
       const res = await call(app, "PATCH", `/org/${slug}`, { cookie: owner.cookie, body: { name: "Renamed" } });
       expect(res.status).toBe(500);
-      expect(res.body).toEqual({ error: { code: "INTERNAL", message: "internal error" } });
+      expect(res.body).toEqual({
+        error: { code: "INTERNAL", message: "internal error", requestId: res.headers.get("x-request-id") },
+      });
     } finally {
       await sql`alter table audit_events_moved rename to audit_events`.execute(db);
     }

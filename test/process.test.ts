@@ -109,7 +109,9 @@ describe("the plinth process", () => {
       health = await fetch(`http://127.0.0.1:${port}/api/health`);
     }
     expect(health.status).toBe(503);
-    expect(await health.json()).toEqual({ error: { code: "UNAVAILABLE", message: "shutting down" } });
+    expect(await health.json()).toEqual({
+      error: { code: "UNAVAILABLE", message: "shutting down", requestId: health.headers.get("x-request-id") },
+    });
     expect(health.headers.get("connection")).toBe("close");
     // A new connection is still accepted and served, and told to close.
     const res = await fetch(`http://127.0.0.1:${port}/api/orgs`);

@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Deps } from "../deps.ts";
 import type { AppEnv } from "../http/context.ts";
-import { type ErrorCode, errorBody } from "../http/errors.ts";
+import { codeOf, errorBody, statusOf } from "../http/envelope.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
 import type { Auth } from "./better-auth.ts";
 
@@ -102,16 +102,6 @@ const getSessionRoute = createRoute({
   },
 });
 
-const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
-  400: "BAD_REQUEST",
-  401: "UNAUTHORIZED",
-  403: "FORBIDDEN",
-  404: "NOT_FOUND",
-  409: "CONFLICT",
-  422: "VALIDATION",
-  429: "RATE_LIMITED",
-};
-
 /**
  * Hands a request to better-auth with the body Plinth already validated, and puts its errors
  * into Plinth's envelope. An existing e-mail at sign-up is a 409 here (better-auth says 422), and
@@ -147,12 +137,12 @@ async function forward(
   const exists =
     problem.code?.startsWith("USER_ALREADY_EXISTS") ||
     (problem.code === "FAILED_TO_CREATE_USER" && taken !== undefined && (await taken()));
-  const status = (exists ? 409 : response.status) as ContentfulStatusCode;
-  const code = STATUS_CODES[status] ?? (status >= 500 ? "INTERNAL" : "BAD_REQUEST");
+  const code = exists ? "CONFLICT" : codeOf(response.status);
   const message = exists
     ? "an account with this e-mail already exists"
     : (problem.message ?? "authentication failed").replace(/\.$/, "").toLowerCase();
-  return c.json(errorBody(code, message, problem.code ? { reason: problem.code } : undefined), status, passHeaders);
+  const details = problem.code ? { reason: problem.code } : undefined;
+  return c.json(errorBody(code, message, details, c.get("requestId")), statusOf(code), passHeaders);
 }
 
 /** Whether an account holds `email` (better-auth stores e-mails in lower case). */

@@ -1,5 +1,5 @@
 import { isUniqueViolation } from "../db/database.ts";
-import { ConflictError } from "../http/errors.ts";
+import { ConflictError } from "../errors.ts";
 
 const SLUG_ATTEMPTS = 5;
 

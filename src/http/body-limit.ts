@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { AppError } from "./errors.ts";
+import { PayloadTooLargeError } from "../errors.ts";
 import { hasJsonBody } from "./router.ts";
 
 /** Largest request body, except workspace file uploads (MAX_FILE_BYTES). */
@@ -12,7 +12,7 @@ const FILE_UPLOAD = /^\/w\/[^/]+\/api\/files$/;
 function tooLarge(c: Context): never {
   // The rest of the body is left unread, so this connection cannot carry another request.
   c.header("Connection", "close");
-  throw new AppError(413, "PAYLOAD_TOO_LARGE", `request body exceeds ${MAX_BODY_BYTES} bytes`);
+  throw new PayloadTooLargeError(`request body exceeds ${MAX_BODY_BYTES} bytes`);
 }
 
 const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });

@@ -1,7 +1,7 @@
 import type { HttpBindings } from "@hono/node-server";
 import type { OrgAccess } from "../domains/orgs/access.ts";
+import type { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import type { AppError } from "./errors.ts";
 import type { Principal } from "./principal.ts";
 
 export interface AppEnv {

@@ -3,8 +3,8 @@ import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { DAY_MS } from "../clock.ts";
 import type { Deps } from "../deps.ts";
+import { ConflictError, ValidationError } from "../errors.ts";
 import { sha256Hex } from "../lib/tokens.ts";
-import { ConflictError, ValidationError } from "./errors.ts";
 import { hasJsonBody } from "./router.ts";
 
 /** How long a key is remembered: a retry within this window gets the first answer. */

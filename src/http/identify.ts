@@ -2,8 +2,8 @@ import type { Context } from "hono";
 import type { Auth } from "../auth/better-auth.ts";
 import type { Deps } from "../deps.ts";
 import { authenticateApiKey } from "../domains/api-keys/service.ts";
+import { AppError, UnauthorizedError } from "../errors.ts";
 import type { AppEnv } from "./context.ts";
-import { AppError, UnauthorizedError } from "./errors.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 

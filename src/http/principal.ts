@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { OrgRow } from "../domains/orgs/records.ts";
+import { ForbiddenError, UnauthorizedError } from "../errors.ts";
 import type { AppEnv } from "./context.ts";
-import { ForbiddenError, UnauthorizedError } from "./errors.ts";
 
 export type KeyScope = "full" | "deploy" | "read-only";
 

@@ -2,9 +2,9 @@ import type { Context } from "hono";
 import type { Kysely } from "kysely";
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/schema.ts";
+import { RateLimitedError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./context.ts";
-import { AppError } from "./errors.ts";
 import { setResponseHeader } from "./response-headers.ts";
 
 export interface RateDecision {
@@ -273,12 +273,6 @@ export class RateLimiter {
         .execute()
         .catch((error: unknown) => this.log.error({ err: error }, "pruning rate-limit counters failed"));
     }
-  }
-}
-
-class RateLimitedError extends AppError {
-  constructor(readonly retryAfterSeconds: number) {
-    super(429, "RATE_LIMITED", `rate limit exceeded; retry in ${retryAfterSeconds}s`);
   }
 }
 

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
+import { ForbiddenError } from "../errors.ts";
 import type { AppEnv } from "./context.ts";
-import { ForbiddenError } from "./errors.ts";
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 

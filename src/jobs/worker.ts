@@ -4,7 +4,7 @@ import type { Db, Dialect } from "../db/database.ts";
 import type { Database } from "../db/schema.ts";
 import { oneOf } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
-import { asError, errorMessage } from "../lib/errors.ts";
+import { asError, errorMessage } from "../errors.ts";
 import { newId } from "../lib/ids.ts";
 import { fromJsonColumn } from "../lib/json.ts";
 import {

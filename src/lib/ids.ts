@@ -51,3 +51,12 @@ export function derivedId(prefix: string, at: Date, seed: string): string {
 export function firstIdAt(prefix: string, at: Date): string {
   return `${prefix}_${encodeTime(at.getTime())}`;
 }
+
+const ID_TAIL = /^[0-9a-hjkmnp-tv-z]{26}$/;
+
+/** Whether `text` has the shape of an id `newId(prefix)` makes, so that one that cannot be is refused unread. */
+export function isIdOf(prefix: string, text: string): boolean {
+  return (
+    text.length === prefix.length + 27 && text.startsWith(`${prefix}_`) && ID_TAIL.test(text.slice(prefix.length + 1))
+  );
+}

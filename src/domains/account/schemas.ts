@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { jsonObject } from "../../http/router.ts";
+import { jsonObject } from "../fields.ts";
 
 export const AccountSchema = z
   .object({

@@ -1,5 +1,5 @@
 import type { z } from "@hono/zod-openapi";
-import { NotFoundError } from "../../http/errors.ts";
+import { NotFoundError } from "../../errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordAudit } from "../audit/service.ts";

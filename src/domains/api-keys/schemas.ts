@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { nameText } from "../../http/router.ts";
+import { nameText } from "../fields.ts";
 
 const KEY_SCOPES = ["full", "deploy", "read-only"] as const;
 

@@ -4,7 +4,7 @@ import { DAY_MS } from "../../clock.ts";
 import { preparedRead } from "../../db/compiled.ts";
 import type { ApiKeysTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import { ForbiddenError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
+import { ForbiddenError, NotFoundError, UnauthorizedError } from "../../errors.ts";
 import type { ApiKeyPrincipal, KeyScope } from "../../http/principal.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";

@@ -2,7 +2,7 @@ import { type Selectable, sql } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { AuditEventsTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import { ValidationError } from "../../http/errors.ts";
+import { ValidationError } from "../../errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { httpUrl } from "../../http/router.ts";
+import { httpUrl } from "../fields.ts";
 
 export const INTEGRATION_KINDS = ["slack", "discord", "datadog", "github"] as const;
 export type IntegrationKind = (typeof INTEGRATION_KINDS)[number];

@@ -1,16 +1,15 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
-import type { Db } from "../../db/database.ts";
 import type { IntegrationsTable } from "../../db/schema.ts";
-import { forUpdateOn } from "../../db/shapes.ts";
-import { NotFoundError, ValidationError } from "../../http/errors.ts";
+import { ValidationError } from "../../errors.ts";
 import { actorOf } from "../../http/principal.ts";
-import { toFieldIssues } from "../../http/router.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
+import { toFieldIssues } from "../fields.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
+import { ownedRecords } from "../owned-records.ts";
 import { sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { type IntegrationKind, PROVIDER_CONFIG, providerRequest, unconfigured } from "./providers.ts";
@@ -196,22 +195,8 @@ async function validConfig(
   return value;
 }
 
-/**
- * The org's integration, unless deleted (404). Given a transaction, the row is locked for the
- * rest of it (PostgreSQL; SQLite runs one write transaction at a time), so concurrent changes
- * and deletes of one integration see each other.
- */
-async function findIntegration(ctx: OrgCtx, id: string, trx?: Db): Promise<IntegrationRow> {
-  const query = (trx ?? ctx.deps.db)
-    .selectFrom("integrations")
-    .selectAll()
-    .where("id", "=", id)
-    .where("org_id", "=", ctx.org.id)
-    .where("deleted_at", "is", null);
-  const row = await (trx ? forUpdateOn(ctx.deps.dialect, query) : query).executeTakeFirst();
-  if (!row) throw new NotFoundError("integration not found");
-  return row;
-}
+const integrations = ownedRecords("integrations", "integration");
+const ownedBy = (ctx: OrgCtx) => ({ org_id: ctx.org.id });
 
 export async function createIntegration({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof IntegrationInput> }) {
   authorize(ctx, "integrations:manage");
@@ -257,7 +242,7 @@ export async function listIntegrations({ ctx }: { ctx: OrgCtx }) {
 
 export async function getIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) {
   authorize(ctx, "integrations:read");
-  return { integration: toIntegration(await findIntegration(ctx, id)) };
+  return { integration: toIntegration(await integrations.find(ctx.deps, ownedBy(ctx), id)) };
 }
 
 /** Replaces `config` (validated whole) and/or `events`. */
@@ -271,7 +256,7 @@ export async function updateIntegration({
   input: z.infer<typeof UpdateIntegrationInput>;
 }) {
   authorize(ctx, "integrations:manage");
-  const current = await findIntegration(ctx, id);
+  const current = await integrations.find(ctx.deps, ownedBy(ctx), id);
   if (input.kind !== undefined && input.kind !== current.kind) {
     throw new ValidationError([
       { path: "kind", message: `is ${current.kind} and cannot change; create another integration instead` },
@@ -298,49 +283,50 @@ export async function updateIntegration({
   if (input.events !== undefined) {
     changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;
   }
-  const updated = await inOrgTransaction(ctx, async (trx) => {
-    // A delete that committed since the read above makes this a 404.
-    await findIntegration(ctx, id, trx);
-    const row = await trx
-      .updateTable("integrations")
-      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
-      .where("id", "=", id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: "integration.updated",
-      target: { type: "integration", id },
-      data: { fields: Object.keys(input).filter((field) => field !== "kind") },
-    });
-    return row;
-  });
+  // A delete that committed since the read above makes this a 404.
+  const updated = await inOrgTransaction(ctx, (trx) =>
+    integrations.change(
+      trx,
+      ctx.deps,
+      ownedBy(ctx),
+      id,
+      () => ({ ...changes, updated_at: ctx.deps.clock.now().toISOString() }),
+      () =>
+        recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "integration.updated",
+          target: { type: "integration", id },
+          data: { fields: Object.keys(input).filter((field) => field !== "kind") },
+        }),
+    ),
+  );
   return { integration: toIntegration(updated) };
 }
 
 export async function deleteIntegration({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "integrations:manage");
-  await inOrgTransaction(ctx, async (trx) => {
-    // Locked, so of concurrent deletes one succeeds and the others are 404.
-    const current = await findIntegration(ctx, id, trx);
-    await trx
-      .updateTable("integrations")
-      .set({ deleted_at: ctx.deps.clock.now().toISOString() })
-      .where("id", "=", id)
-      .execute();
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: "integration.deleted",
-      target: { type: "integration", id },
-      data: { kind: current.kind },
-    });
-  });
+  await inOrgTransaction(ctx, (trx) =>
+    integrations.change(
+      trx,
+      ctx.deps,
+      ownedBy(ctx),
+      id,
+      () => ({ deleted_at: ctx.deps.clock.now().toISOString() }),
+      (current) =>
+        recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "integration.deleted",
+          target: { type: "integration", id },
+          data: { kind: current.kind },
+        }),
+    ),
+  );
 }
 
 /** Sends a provider-shaped sample (`webhook.test`) now and returns the delivery after one attempt. */
 export async function testIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) {
   authorize(ctx, "integrations:manage");
-  const integration = await findIntegration(ctx, id);
+  const integration = await integrations.find(ctx.deps, ownedBy(ctx), id);
   const request = providerRequest(
     integration.kind as IntegrationKind,
     fromJsonColumn<Record<string, unknown>>(integration.config, {}),

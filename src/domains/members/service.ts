@@ -1,7 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import { DAY_MS } from "../../clock.ts";
 import { type Db, isUniqueViolation } from "../../db/database.ts";
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { randomToken, sha256Hex } from "../../lib/tokens.ts";

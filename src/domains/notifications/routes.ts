@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { authedErrors, createRouter, jsonContent, OkSchema, pageQuery, sessionOnly } from "../../http/router.ts";
+import { authedErrors, createRouter, jsonContent, OkSchema, sessionOnly } from "../../http/router.ts";
 import { orgCtx } from "../../http/service-context.ts";
+import { pageQuery } from "../fields.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import {
   listNotifications,

@@ -1,6 +1,6 @@
 import type { Db } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
-import { ForbiddenError, NotFoundError } from "../../http/errors.ts";
+import { ForbiddenError, NotFoundError } from "../../errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import type { OrgCtx } from "../context.ts";

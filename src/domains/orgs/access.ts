@@ -1,6 +1,6 @@
 import type { Db } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
-import { ForbiddenError, NotFoundError } from "../../http/errors.ts";
+import { ForbiddenError, NotFoundError } from "../../errors.ts";
 import type { KeyScope, Principal } from "../../http/principal.ts";
 import type { OrgCtx } from "../context.ts";
 import { ORG_COLUMNS, type OrgRow } from "./records.ts";

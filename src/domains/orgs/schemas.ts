@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { nameText } from "../../http/router.ts";
 import { parseAllowlistEntry } from "../../lib/ip.ts";
+import { nameText } from "../fields.ts";
 import { ROLES } from "./access.ts";
 import { REGIONS, RESIDENCIES } from "./records.ts";
 

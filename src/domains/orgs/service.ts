@@ -2,7 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import { type Selectable, sql } from "kysely";
 import type { Db, Dialect } from "../../db/database.ts";
 import type { OrgsTable } from "../../db/schema.ts";
-import { NotFoundError } from "../../http/errors.ts";
+import { NotFoundError } from "../../errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { toJsonColumn } from "../../lib/json.ts";

@@ -1,8 +1,8 @@
 import { DAY_MS } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
+import { errorMessage } from "../../errors.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
-import { errorMessage } from "../../lib/errors.ts";
 import { recordSystemAudit } from "../audit/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import { projectEventPayload } from "./service.ts";

@@ -7,10 +7,10 @@ import {
   jsonBody,
   jsonContent,
   OkSchema,
-  pageQuery,
   sessionOrKey,
 } from "../../http/router.ts";
 import { orgCtx, requires } from "../../http/service-context.ts";
+import { pageQuery } from "../fields.ts";
 import { SlugParams } from "../orgs/schemas.ts";
 import {
   AdminTokenResponse,
@@ -44,12 +44,10 @@ import {
 import { listTemplates } from "./templates.ts";
 
 const tags = ["Projects"];
-const base = "/org/{slug}/projects/{projectSlug}";
-
-function lifecycleRoute(action: string, summary: string) {
+function lifecycleRoute(path: string, summary: string) {
   return createRoute({
     method: "post",
-    path: `${base}/${action}`,
+    path,
     tags,
     summary,
     security: sessionOrKey,
@@ -79,7 +77,7 @@ const routes = {
   }),
   get: createRoute({
     method: "get",
-    path: base,
+    path: "/org/{slug}/projects/{projectSlug}",
     tags,
     summary: "A project and the latest version of its template",
     security: sessionOrKey,
@@ -88,7 +86,7 @@ const routes = {
   }),
   update: createRoute({
     method: "patch",
-    path: base,
+    path: "/org/{slug}/projects/{projectSlug}",
     tags,
     summary: "Rename a project or change its environment",
     security: sessionOrKey,
@@ -97,19 +95,19 @@ const routes = {
   }),
   remove: createRoute({
     method: "delete",
-    path: base,
+    path: "/org/{slug}/projects/{projectSlug}",
     tags,
     summary: "Delete a project (admin); it is purged after PROJECT_PURGE_DAYS",
     security: sessionOrKey,
     request: { params: ProjectParams },
     responses: { 200: jsonContent(OkSchema, "Deleted"), ...authedErrors },
   }),
-  pause: lifecycleRoute("pause", "Pause an active project"),
-  resume: lifecycleRoute("resume", "Resume a paused project"),
-  retry: lifecycleRoute("provision-retry", "Provision a failed project again"),
+  pause: lifecycleRoute("/org/{slug}/projects/{projectSlug}/pause", "Pause an active project"),
+  resume: lifecycleRoute("/org/{slug}/projects/{projectSlug}/resume", "Resume a paused project"),
+  retry: lifecycleRoute("/org/{slug}/projects/{projectSlug}/provision-retry", "Provision a failed project again"),
   reprovisionAdmin: createRoute({
     method: "post",
-    path: `${base}/reprovision-admin`,
+    path: "/org/{slug}/projects/{projectSlug}/reprovision-admin",
     tags,
     summary: "Issue a new workspace admin token (admin); the old one stops working",
     security: sessionOrKey,
@@ -118,7 +116,7 @@ const routes = {
   }),
   upgrade: createRoute({
     method: "post",
-    path: `${base}/upgrade`,
+    path: "/org/{slug}/projects/{projectSlug}/upgrade",
     tags,
     summary: "Migrate the workspace to a template version (the latest by default)",
     security: sessionOrKey,
@@ -127,7 +125,7 @@ const routes = {
   }),
   deploys: createRoute({
     method: "get",
-    path: `${base}/deploys`,
+    path: "/org/{slug}/projects/{projectSlug}/deploys",
     tags,
     summary: "The project's deploys (provision, upgrade, resume, reprovision), newest first",
     security: sessionOrKey,

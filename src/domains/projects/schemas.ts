@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { nameText } from "../../http/router.ts";
+import { nameText } from "../fields.ts";
 import { REGIONS } from "../orgs/records.ts";
 
 const ENVIRONMENTS = ["production", "staging", "development"] as const;

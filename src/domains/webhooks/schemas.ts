@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { httpUrl, pageQuery } from "../../http/router.ts";
+import { httpUrl, pageQuery } from "../fields.ts";
 import { ORG_EVENT_KINDS } from "./events.ts";
 
 /** Dot-separated lowercase segments (`project.paused`), optionally ending in `.*` for a prefix. */

@@ -1,10 +1,8 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
-import type { Db } from "../../db/database.ts";
 import type { WebhooksTable } from "../../db/schema.ts";
-import { forUpdateOn } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
-import { NotFoundError, ValidationError } from "../../http/errors.ts";
+import { NotFoundError, ValidationError } from "../../errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
@@ -13,6 +11,7 @@ import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction, resolveOrgAccess } from "../orgs/access.ts";
+import { ownedRecords } from "../owned-records.ts";
 import { listDeliveries } from "./deliveries.ts";
 import { sendTestDelivery } from "./delivery.ts";
 import type { DeliveriesQuery, UpdateWebhookInput, WebhookInput, WebhookSchema } from "./schemas.ts";
@@ -44,23 +43,9 @@ function newWebhookSecret(): string {
   return randomToken("whsec_", 24);
 }
 
-/**
- * The org's webhook, unless deleted (404). Given a transaction, the row is locked for the rest
- * of it (PostgreSQL; SQLite runs one write transaction at a time), so concurrent changes and
- * deletes of one webhook see each other.
- */
-async function findOrgWebhook(ctx: OrgCtx, id: string, trx?: Db): Promise<WebhookRow> {
-  const query = (trx ?? ctx.deps.db)
-    .selectFrom("webhooks")
-    .selectAll()
-    .where("id", "=", id)
-    .where("org_id", "=", ctx.org.id)
-    .where("project_id", "is", null)
-    .where("deleted_at", "is", null);
-  const row = await (trx ? forUpdateOn(ctx.deps.dialect, query) : query).executeTakeFirst();
-  if (!row) throw new NotFoundError("webhook not found");
-  return row;
-}
+const webhooks = ownedRecords("webhooks", "webhook");
+/** An org's own webhooks (a workspace's have a project). */
+const ownedBy = (ctx: OrgCtx) => ({ org_id: ctx.org.id, project_id: null });
 
 /** Creates an org webhook; its signing secret is returned this once. */
 export async function createWebhook({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof WebhookInput> }) {
@@ -125,57 +110,56 @@ export async function updateWebhook({
   input: z.infer<typeof UpdateWebhookInput>;
 }) {
   authorize(ctx, "webhooks:manage");
-  const found = await findOrgWebhook(ctx, id);
+  const found = await webhooks.find(ctx.deps, ownedBy(ctx), id);
   // Nothing to change (`{}`): nothing is written or audited, as for the org and its projects.
   if (Object.values(input).every((value) => value === undefined)) return { webhook: toWebhook(found) };
   if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
-  const updated = await inOrgTransaction(ctx, async (trx) => {
-    // As it is now: a delete that committed meanwhile makes this a 404, and of concurrent
-    // resumes only the first finds the webhook disabled.
-    const current = await findOrgWebhook(ctx, id, trx);
-    const resuming = input.active === true && !current.active;
-    const changes: Partial<WebhookRow> = {
-      ...(input.url !== undefined ? { url: input.url } : {}),
-      ...(input.events !== undefined ? { events: toJsonColumn([...new Set(input.events)]) ?? "[]" } : {}),
-      ...(input.active === false ? { active: 0 } : {}),
-      // `active: true` always starts the counter afresh, also on a webhook still active.
-      ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
-    };
-    const row = await trx
-      .updateTable("webhooks")
-      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
-      .where("id", "=", id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: resuming ? "webhook.resumed" : "webhook.updated",
-      target: { type: "webhook", id },
-      data: { ...input },
-    });
-    return row;
-  });
+  const changes: Partial<WebhookRow> = {
+    ...(input.url !== undefined ? { url: input.url } : {}),
+    ...(input.events !== undefined ? { events: toJsonColumn([...new Set(input.events)]) ?? "[]" } : {}),
+    ...(input.active === false ? { active: 0 } : {}),
+    // `active: true` always starts the counter afresh, also on a webhook still active.
+    ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+  };
+  const updated = await inOrgTransaction(ctx, (trx) =>
+    webhooks.change(
+      trx,
+      ctx.deps,
+      ownedBy(ctx),
+      id,
+      () => ({ ...changes, updated_at: ctx.deps.clock.now().toISOString() }),
+      // As it is now: of concurrent resumes only the first finds the webhook disabled.
+      (current) =>
+        recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: input.active === true && !current.active ? "webhook.resumed" : "webhook.updated",
+          target: { type: "webhook", id },
+          data: { ...input },
+        }),
+    ),
+  );
   return { webhook: toWebhook(updated) };
 }
 
 /** Deletes the webhook; deliveries already queued for it become no-ops (`skipped`). */
 export async function deleteWebhook({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
   authorize(ctx, "webhooks:manage");
-  await inOrgTransaction(ctx, async (trx) => {
-    // Locked, so of concurrent deletes one succeeds and the others are 404.
-    const current = await findOrgWebhook(ctx, id, trx);
-    await trx
-      .updateTable("webhooks")
-      .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
-      .where("id", "=", id)
-      .execute();
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: "webhook.deleted",
-      target: { type: "webhook", id },
-      data: { url: current.url },
-    });
-  });
+  await inOrgTransaction(ctx, (trx) =>
+    webhooks.change(
+      trx,
+      ctx.deps,
+      ownedBy(ctx),
+      id,
+      () => ({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 }),
+      (current) =>
+        recordAudit(trx, ctx, {
+          orgId: ctx.org.id,
+          action: "webhook.deleted",
+          target: { type: "webhook", id },
+          data: { url: current.url },
+        }),
+    ),
+  );
 }
 
 export async function listWebhookDeliveries({
@@ -188,7 +172,7 @@ export async function listWebhookDeliveries({
   query: z.infer<typeof DeliveriesQuery>;
 }) {
   authorize(ctx, "webhooks:read");
-  await findOrgWebhook(ctx, id);
+  await webhooks.find(ctx.deps, ownedBy(ctx), id);
   return { deliveries: await listDeliveries(ctx.deps.db, id, query) };
 }
 

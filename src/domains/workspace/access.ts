@@ -2,13 +2,14 @@ import type { Context } from "hono";
 import type { Auth } from "../../auth/better-auth.ts";
 import { preparedRead } from "../../db/compiled.ts";
 import type { Deps } from "../../deps.ts";
+import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../errors.ts";
 import type { AppEnv } from "../../http/context.ts";
-import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../http/errors.ts";
 import type { RateLimiter } from "../../http/rate-limit.ts";
-import { textIssue } from "../../http/router.ts";
+import { isIdOf } from "../../lib/ids.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { authenticateApiKey } from "../api-keys/service.ts";
 import type { AuditActor } from "../audit/service.ts";
+import { textIssue } from "../fields.ts";
 import { hasRole, type Role } from "../orgs/access.ts";
 import type { ProjectRow } from "../projects/service.ts";
 import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
@@ -111,7 +112,8 @@ export async function visitWorkspace<E extends AppEnv>(
   // The id is a path parameter, held to the same text rules as the validated ones.
   const issue = textIssue(projectId);
   if (issue) throw new ValidationError([{ path: "projectId", message: issue }]);
-  const project = await readLiveProject(runtime.deps, projectId);
+  // Nothing is looked up (or cached) for an id that cannot be one.
+  const project = isIdOf("prj", projectId) ? await readLiveProject(runtime.deps, projectId) : undefined;
   if (!project) throw new NotFoundError("project not found");
   // None before provisioning has made it; a user token then matches nothing.
   const found = project.status === "active" || project.status === "paused" ? runtime.databases.get(project.id) : null;

@@ -6,12 +6,18 @@ import { pipeline } from "node:stream/promises";
 import Busboy from "busboy";
 import { DAY_MS } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
-import { AppError, BadRequestError, NotFoundError, ValidationError } from "../../http/errors.ts";
-import { hasControlCharacter } from "../../http/router.ts";
+import {
+  AppError,
+  BadRequestError,
+  errorMessage,
+  NotFoundError,
+  PayloadTooLargeError,
+  ValidationError,
+} from "../../errors.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
-import { errorMessage } from "../../lib/errors.ts";
 import { newId } from "../../lib/ids.ts";
+import { hasControlCharacter } from "../fields.ts";
 import { workspaceFilesDir } from "../projects/workspace-db.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
 import type { WorkspaceDatabases } from "./databases.ts";
@@ -39,9 +45,9 @@ function filesDir(ctx: WorkspaceCtx): string {
   return workspaceFilesDir(ctx.deps, ctx.project.id);
 }
 
-class FileTooLargeError extends AppError {
+class FileTooLargeError extends PayloadTooLargeError {
   constructor(limit: number) {
-    super(413, "PAYLOAD_TOO_LARGE", `file exceeds ${limit} bytes (MAX_FILE_BYTES)`);
+    super(`file exceeds ${limit} bytes (MAX_FILE_BYTES)`);
   }
 }
 

@@ -1,11 +1,11 @@
 import type { Selectable } from "kysely";
 import type { Db } from "../../db/database.ts";
 import type { WebhooksTable } from "../../db/schema.ts";
-import { forUpdateOn } from "../../db/shapes.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../../http/errors.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../../errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { recordAuditAs } from "../audit/service.ts";
+import { ownedRecords } from "../owned-records.ts";
 import { deliveryView, listDeliveries } from "../webhooks/deliveries.ts";
 import { attemptDelivery, sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
@@ -109,22 +109,8 @@ function assertHeadersAllowed(headers: Record<string, string> | null | undefined
   if (issues.length > 0) throw new ValidationError(issues);
 }
 
-/**
- * The project's hook, unless deleted (404). Given a transaction, the row is locked for the rest
- * of it (PostgreSQL; SQLite runs one write transaction at a time), so concurrent changes and
- * deletes of one hook see each other.
- */
-async function findHook(ctx: WorkspaceCtx, id: string, trx?: Db): Promise<WebhookRow> {
-  const query = (trx ?? ctx.deps.db)
-    .selectFrom("webhooks")
-    .selectAll()
-    .where("id", "=", id)
-    .where("project_id", "=", ctx.project.id)
-    .where("deleted_at", "is", null);
-  const row = await (trx ? forUpdateOn(ctx.deps.dialect, query) : query).executeTakeFirst();
-  if (!row) throw new NotFoundError("webhook not found");
-  return row;
-}
+const hooks = ownedRecords("webhooks", "webhook");
+const ownedBy = (ctx: WorkspaceCtx) => ({ project_id: ctx.project.id });
 
 export async function createHook({
   ctx,
@@ -178,13 +164,13 @@ export async function listHooks({ ctx }: { ctx: WorkspaceCtx }) {
 
 export async function getHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }) {
   requireAdmin(ctx, false);
-  return { webhook: toHook(await findHook(ctx, id)) };
+  return { webhook: toHook(await hooks.find(ctx.deps, ownedBy(ctx), id)) };
 }
 
 /** Updates a hook; `active: true` resumes a disabled one, and gives any hook a fresh counter and no reason. */
 export async function updateHook({ ctx, id, input }: { ctx: WorkspaceCtx; id: string; input: WorkspaceHookInput }) {
   requireAdmin(ctx, true);
-  await findHook(ctx, id);
+  await hooks.find(ctx.deps, ownedBy(ctx), id);
   assertHeadersAllowed(input.headers);
   if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
   const changes: Partial<WebhookRow> = {
@@ -201,50 +187,54 @@ export async function updateHook({ ctx, id, input }: { ctx: WorkspaceCtx; id: st
       : {}),
     ...(input.active === false ? { active: 0 } : {}),
   };
-  const row = await ctx.deps.db.transaction().execute(async (trx) => {
-    // As it is now: a delete that committed meanwhile makes this a 404, and of concurrent
-    // resumes only the first finds the hook disabled.
-    const current = await findHook(ctx, id, trx);
-    const resuming = input.active === true && !current.active;
-    const updated = await trx
-      .updateTable("webhooks")
-      .set({
+  const row = await ctx.deps.db.transaction().execute((trx) =>
+    hooks.change(
+      trx,
+      ctx.deps,
+      ownedBy(ctx),
+      id,
+      () => ({
         ...changes,
         // `active: true` always starts the counter afresh (SPEC: it resumes and resets), also on a
         // hook still active with some failures counted.
         ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
         updated_at: ctx.deps.clock.now().toISOString(),
-      })
-      .where("id", "=", id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await auditHook(trx, ctx, resuming ? "workspace_webhook.resumed" : "workspace_webhook.updated", id, {
-      fields: Object.keys(input).filter((key) => key !== "secret"),
-      ...(input.secret !== undefined ? { secretChanged: true } : {}),
-    });
-    return updated;
-  });
+      }),
+      // As it is now: of concurrent resumes only the first finds the hook disabled.
+      (current) =>
+        auditHook(
+          trx,
+          ctx,
+          input.active === true && !current.active ? "workspace_webhook.resumed" : "workspace_webhook.updated",
+          id,
+          {
+            fields: Object.keys(input).filter((key) => key !== "secret"),
+            ...(input.secret !== undefined ? { secretChanged: true } : {}),
+          },
+        ),
+    ),
+  );
   return { webhook: toHook(row) };
 }
 
 export async function deleteHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }): Promise<void> {
   requireAdmin(ctx, true);
-  await ctx.deps.db.transaction().execute(async (trx) => {
-    // Locked, so of concurrent deletes one succeeds and the others are 404.
-    const current = await findHook(ctx, id, trx);
-    await trx
-      .updateTable("webhooks")
-      .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
-      .where("id", "=", id)
-      .execute();
-    await auditHook(trx, ctx, "workspace_webhook.deleted", id, { url: current.url });
-  });
+  await ctx.deps.db.transaction().execute((trx) =>
+    hooks.change(
+      trx,
+      ctx.deps,
+      ownedBy(ctx),
+      id,
+      () => ({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 }),
+      (current) => auditHook(trx, ctx, "workspace_webhook.deleted", id, { url: current.url }),
+    ),
+  );
 }
 
 /** Sends the synthetic `webhook.test` event now, whatever the hook's patterns; one attempt. */
 export async function testHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }) {
   requireAdmin(ctx, true);
-  const hook = await findHook(ctx, id);
+  const hook = await hooks.find(ctx.deps, ownedBy(ctx), id);
   const body = JSON.stringify({
     channel: "webhook",
     event: "webhook.test",
@@ -274,7 +264,7 @@ export async function listHookDeliveries({
   query: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined };
 }) {
   requireAdmin(ctx, false);
-  await findHook(ctx, id);
+  await hooks.find(ctx.deps, ownedBy(ctx), id);
   return { deliveries: await listDeliveries(ctx.deps.db, id, query) };
 }
 

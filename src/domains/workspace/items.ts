@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
+import { ConflictError, NotFoundError, PayloadTooLargeError } from "../../errors.ts";
 import { MAX_BODY_BYTES } from "../../http/body-limit.ts";
-import { AppError, ConflictError, NotFoundError } from "../../http/errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
 import { auditEvent } from "./audit.ts";
@@ -193,7 +193,7 @@ export async function updateItem({
     };
     // Each PATCH is within the body limit; the item they build must stay within it too.
     if (Buffer.byteLength(row.data) > MAX_BODY_BYTES) {
-      throw new AppError(413, "PAYLOAD_TOO_LARGE", `the item would exceed ${MAX_BODY_BYTES} bytes`);
+      throw new PayloadTooLargeError(`the item would exceed ${MAX_BODY_BYTES} bytes`);
     }
     await trx.updateTable("items").set({ data: row.data, updated_at: row.updated_at }).where("id", "=", id).execute();
     const item = toItem(row);

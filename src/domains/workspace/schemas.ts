@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { httpUrl, jsonObject, oneLine, pageQuery } from "../../http/router.ts";
+import { httpUrl, jsonObject, oneLine, pageQuery } from "../fields.ts";
 import { breakerState, DeliverySchema } from "../webhooks/schemas.ts";
 import { MAX_CUSTOM_HEADER_BYTES } from "./hooks.ts";
 

@@ -2,7 +2,7 @@ import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from "node:c
 import { sql } from "kysely";
 import { DAY_MS } from "../../clock.ts";
 import { isUniqueViolation } from "../../db/database.ts";
-import { ConflictError, NotFoundError, UnauthorizedError } from "../../http/errors.ts";
+import { ConflictError, NotFoundError, UnauthorizedError } from "../../errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { requireAdmin, type WorkspaceCtx } from "./access.ts";

@@ -5,15 +5,16 @@ import type { Duplex } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { getRequestListener, type Http2Bindings, type HttpBindings, RequestError } from "@hono/node-server";
 import type { Hono } from "hono";
-import { createApp } from "./app.ts";
-import { createAuth } from "./auth/better-auth.ts";
-import { resolveAuthSecret } from "./auth/secret.ts";
-import type { Deps } from "./deps.ts";
-import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
-import { WorkspaceDispatcher } from "./domains/workspace/dispatch.ts";
-import type { AppEnv } from "./http/context.ts";
-import { type ErrorCode, errorBody } from "./http/errors.ts";
-import { RateLimiter } from "./http/rate-limit.ts";
+import { createApp } from "../app.ts";
+import { createAuth } from "../auth/better-auth.ts";
+import { resolveAuthSecret } from "../auth/secret.ts";
+import type { Deps } from "../deps.ts";
+import { WorkspaceDatabases } from "../domains/workspace/databases.ts";
+import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
+import type { ErrorCode } from "../errors.ts";
+import type { AppEnv } from "../http/context.ts";
+import { errorBody } from "../http/envelope.ts";
+import { RateLimiter } from "../http/rate-limit.ts";
 import { closeDeps, createWorker, openDeps, type StartOptions, WORKSPACE_CACHE_SIZE } from "./runtime.ts";
 import { WorkerThread } from "./worker-thread.ts";
 
@@ -172,9 +173,10 @@ function badRequest(message: string): Response {
 
 /** An answer made before the app sees the request; the connection ends with it. */
 function refusal(status: number, code: ErrorCode, message: string): Response {
-  return Response.json(errorBody(code, message), {
+  const requestId = randomUUID();
+  return Response.json(errorBody(code, message, undefined, requestId), {
     status,
-    headers: { connection: "close", "x-request-id": randomUUID() },
+    headers: { connection: "close", "x-request-id": requestId },
   });
 }
 
@@ -196,7 +198,8 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
     return;
   }
   const [status, message] = CLIENT_ERRORS[error.code ?? ""] ?? [400, "malformed HTTP request"];
-  const body = JSON.stringify(errorBody("BAD_REQUEST", message));
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorBody("BAD_REQUEST", message, undefined, requestId));
   // An answer to HEAD has no body (RFC 9110 §9.3.2), and the chunk the parser refused may not
   // show the method: the request line came in an earlier chunk, or is itself what was refused,
   // or there is none (a timeout). Only a request line seen to name a method decides: HEAD gets
@@ -207,7 +210,7 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
   const framing = method === undefined ? "" : `Content-Length: ${Buffer.byteLength(body)}\r\n`;
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
-      `${framing}X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${method === "HEAD" ? "" : body}`,
+      `${framing}X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${method === "HEAD" ? "" : body}`,
     () => socket.destroy(),
   );
 }

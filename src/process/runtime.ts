@@ -1,25 +1,25 @@
-import { type Clock, systemClock } from "./clock.ts";
-import type { Config } from "./config.ts";
-import { type DatabaseHandle, openDatabase } from "./db/database.ts";
-import { migrateToLatest } from "./db/migrate.ts";
-import type { Deps } from "./deps.ts";
-import { invitationJobs } from "./domains/members/jobs.ts";
-import { projectJobs, projectSchedule } from "./domains/projects/jobs.ts";
-import { deliveryJobs, deliverySchedule } from "./domains/webhooks/delivery-jobs.ts";
-import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
+import { type Clock, systemClock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { type DatabaseHandle, openDatabase } from "../db/database.ts";
+import { migrateToLatest } from "../db/migrate.ts";
+import type { Deps } from "../deps.ts";
+import { invitationJobs } from "../domains/members/jobs.ts";
+import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
+import { deliveryJobs, deliverySchedule } from "../domains/webhooks/delivery-jobs.ts";
+import { WorkspaceDatabases } from "../domains/workspace/databases.ts";
 import {
   type DispatcherOptions,
   dispatchJobs,
   dispatchSchedule,
   WorkspaceDispatcher,
-} from "./domains/workspace/dispatch.ts";
-import { fileJobs, fileSchedule } from "./domains/workspace/files.ts";
-import { maintenanceJobs, maintenanceSchedule } from "./jobs/maintenance.ts";
-import { JobQueue } from "./jobs/queue.ts";
-import { Worker } from "./jobs/worker.ts";
-import { createOutboundClient } from "./lib/outbound.ts";
-import { createLogger, type Logger } from "./logger.ts";
-import { createMailer } from "./mail/mailer.ts";
+} from "../domains/workspace/dispatch.ts";
+import { fileJobs, fileSchedule } from "../domains/workspace/files.ts";
+import { maintenanceJobs, maintenanceSchedule } from "../jobs/maintenance.ts";
+import { JobQueue } from "../jobs/queue.ts";
+import { Worker } from "../jobs/worker.ts";
+import { createOutboundClient } from "../lib/outbound.ts";
+import { createLogger, type Logger } from "../logger.ts";
+import { createMailer } from "../mail/mailer.ts";
 
 export interface StartOptions {
   config: Config;

@@ -1,10 +1,10 @@
 import { Worker as Thread } from "node:worker_threads";
 import { sql } from "kysely";
-import type { Config } from "./config.ts";
-import type { Deps } from "./deps.ts";
-import type { WorkspaceDatabases } from "./domains/workspace/databases.ts";
-import { clearOutbox } from "./domains/workspace/dispatch.ts";
-import { errorMessage } from "./lib/errors.ts";
+import type { Config } from "../config.ts";
+import type { Deps } from "../deps.ts";
+import type { WorkspaceDatabases } from "../domains/workspace/databases.ts";
+import { clearOutbox } from "../domains/workspace/dispatch.ts";
+import { errorMessage } from "../errors.ts";
 
 /** What a server tells its worker thread. */
 export type ToThread =
