@@ -637,7 +637,7 @@ describe("integrations", () => {
     });
     const github = await createOk(org.slug, {
       kind: "github",
-      config: { repo: "acme/app", token: ghToken, apiUrl: `${receiver.url}${ghPrefix}/` },
+      config: { repo: "acme/app", token: ghToken, apiUrl: `${receiver.url}${ghPrefix}///` },
     });
 
     const sent: Record<string, any> = {};
