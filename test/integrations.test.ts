@@ -416,6 +416,28 @@ describe("integrations", () => {
     expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
   });
 
+  it("reads long keys for a secret's name word by word: a run of capitals, humps after it, digits", async () => {
+    // A run of capitals with no lower-case letter after it is the worst case for finding humps.
+    const secretNames = [`${"q".repeat(95)}OTPId`, `${"9".repeat(96)}Auth`, `${"x_".repeat(48)}pin`];
+    const plainNames = ["A".repeat(100), `${"A".repeat(99)}1`, `${"Q".repeat(95)}OTPId`];
+    const config: Record<string, string> = { webhookUrl: "https://hooks.example.com/services/T0/B0/x" };
+    for (const name of [...secretNames, ...plainNames]) config[name] = `value-of-a-long-name-${name.length}`;
+    const created = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: { kind: "slack", config },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.integration.id;
+    const listed = await call(app, "GET", `/org/${slug}/integrations`, as("viewer"));
+    expectStatus(listed, 200);
+    const shownInList = listed.body.integrations.find((integration: { id: string }) => integration.id === id).config;
+    for (const shown of [created.body.integration.config, shownInList]) {
+      for (const name of secretNames) expect(shown[name], name).toBe(masked(config[name] as string));
+      for (const name of plainNames) expect(shown[name], name).toBe(config[name]);
+    }
+    expect((await call(app, "DELETE", `/org/${slug}/integrations/${id}`, { cookie: owner.cookie })).status).toBe(204);
+  });
+
   it("keeps a masked secret only while its destination stays: a new apiUrl or site needs the secrets again", async () => {
     const created = await call(app, "POST", `/org/${slug}/integrations`, {
       cookie: owner.cookie,
@@ -588,6 +610,52 @@ describe("integrations", () => {
     expect(sameKind.body.integration).toEqual(github);
   });
 
+  it("bounds config keys at any depth: each at most 100 characters (422 naming it), at most 50 in all (422 naming config)", async () => {
+    const org = await freshOrg();
+    const webhookUrl = `${receiver.url}${tag("keys")}/hook`;
+    const long = "k".repeat(101);
+    /** `count` keys in all: webhookUrl, `nested` holding ten, and the rest at the top. */
+    const configWithKeys = (count: number) => {
+      const config: Record<string, unknown> = { webhookUrl };
+      config.nested = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`inner${i}`, i]));
+      for (let i = 0; i < count - 12; i++) config[`top${i}`] = i;
+      return config;
+    };
+    const cases: [Record<string, unknown>, string][] = [
+      [{ webhookUrl, [long]: "x" }, `config.${long}`],
+      [{ webhookUrl, login: { [long]: "x" } }, `config.login.${long}`],
+      [{ webhookUrl, list: [{ name: "first" }, { [long]: "x" }] }, `config.list.1.${long}`],
+      [configWithKeys(51), "config"],
+      // Keys inside arrays count too.
+      [{ ...configWithKeys(48), list: [{ a: 1, b: 2 }] }, "config"],
+    ];
+    for (const [config, field] of cases) expectFieldError(await create(org.slug, { kind: "slack", config }), field);
+    const listed = await call(app, "GET", `/org/${org.slug}/integrations`, { cookie: owner.cookie });
+    expect(listed.body.integrations).toEqual([]);
+
+    // At the bounds: a key of 100 characters, and 50 keys in all.
+    const atBounds = { ...configWithKeys(49), ["k".repeat(100)]: "x" };
+    const created = await createOk(org.slug, { kind: "slack", config: atBounds });
+    expect(created.config["k".repeat(100)]).toBe("x");
+    expect(Object.keys(created.config.nested)).toHaveLength(10);
+
+    // A PATCH is bounded the same way, and leaves the integration as it was.
+    for (const [config, field] of cases) {
+      const res = await call(app, "PATCH", `/org/${org.slug}/integrations/${created.id}`, {
+        cookie: owner.cookie,
+        body: { config },
+      });
+      expectFieldError(res, field);
+    }
+    const read = await call(app, "GET", `/org/${org.slug}/integrations/${created.id}`, { cookie: owner.cookie });
+    expect(read.body.integration).toEqual(created);
+    const patched = await call(app, "PATCH", `/org/${org.slug}/integrations/${created.id}`, {
+      cookie: owner.cookie,
+      body: { config: atBounds },
+    });
+    expectStatus(patched, 200);
+  });
+
   it("refuses private config URLs when private webhook targets are not allowed", async () => {
     const strict = await startApp({ AUTH_RATE_LIMIT_PER_MINUTE: "10000" });
     try {
@@ -637,7 +705,7 @@ describe("integrations", () => {
     });
     const github = await createOk(org.slug, {
       kind: "github",
-      config: { repo: "acme/app", token: ghToken, apiUrl: `${receiver.url}${ghPrefix}/` },
+      config: { repo: "acme/app", token: ghToken, apiUrl: `${receiver.url}${ghPrefix}///` },
     });
 
     const sent: Record<string, any> = {};

@@ -77,7 +77,9 @@ function summary(event: OrgEvent): string {
 }
 
 function apiBase(config: Record<string, unknown>, fallback: string): string {
-  return typeof config.apiUrl === "string" ? config.apiUrl.replace(/\/+$/, "") : fallback;
+  // The lookbehind starts a match only at the first of the trailing slashes: a bare `\/+$` would
+  // try again from each slash of every run, quadratic in the URL's length.
+  return typeof config.apiUrl === "string" ? config.apiUrl.replace(/(?<!\/)\/+$/, "") : fallback;
 }
 
 /** Where a provider's requests go (empty while unconfigured); read from the current config at every attempt. */

@@ -5,10 +5,18 @@ import { INTEGRATION_KINDS } from "./providers.ts";
 
 const EventPatterns = z.array(orgEventPattern).max(50).nullable();
 
+/** Keys a config may hold in all, nested ones included, and characters a key may have (checked by the service). */
+export const MAX_CONFIG_KEYS = 50;
+export const MAX_CONFIG_KEY_LENGTH = 100;
+
+const Config = z.record(z.string(), z.unknown()).openapi({
+  description: `Arbitrary values; at most ${MAX_CONFIG_KEYS} keys in all, nested ones included, each of at most ${MAX_CONFIG_KEY_LENGTH} characters`,
+});
+
 export const IntegrationInput = z
   .object({
     kind: z.enum(INTEGRATION_KINDS),
-    config: z.record(z.string(), z.unknown()).optional(),
+    config: Config.optional(),
     events: EventPatterns.optional().openapi({
       description: "Event patterns (`alarm.fired`, `project.*`, `*`); null or empty means all events",
     }),
@@ -21,7 +29,7 @@ export const UpdateIntegrationInput = z
       .enum(INTEGRATION_KINDS)
       .optional()
       .openapi({ description: "May be sent back as read; an integration's kind cannot change (422)" }),
-    config: z.record(z.string(), z.unknown()).optional(),
+    config: Config.optional(),
     events: EventPatterns.optional(),
   })
   .openapi("UpdateIntegrationInput");

@@ -1,7 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import type { IntegrationsTable } from "../../db/schema.ts";
-import { ValidationError } from "../../errors.ts";
+import { type FieldIssue, ValidationError } from "../../errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
@@ -13,7 +13,12 @@ import { ownedRecords } from "../owned-records.ts";
 import { sendTestDelivery } from "../webhooks/delivery.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { type IntegrationKind, PROVIDER_CONFIG, providerRequest, unconfigured } from "./providers.ts";
-import type { IntegrationInput, UpdateIntegrationInput } from "./schemas.ts";
+import {
+  type IntegrationInput,
+  MAX_CONFIG_KEY_LENGTH,
+  MAX_CONFIG_KEYS,
+  type UpdateIntegrationInput,
+} from "./schemas.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
 
@@ -50,11 +55,15 @@ const SECRET_WORDS = new Set([
   "dsn",
 ]);
 
-/** A name's words: split at punctuation and at camelCase humps (`HMACKey`: HMAC, Key), lower-cased. */
+/**
+ * A name's words: split at punctuation and at camelCase humps (`HMACKey`: HMAC, Key), lower-cased.
+ * Each pattern looks at most three characters from where it stands, so the cost stays linear in
+ * the name's length (a `[A-Z]+` here would rescan a run of capitals from each of its letters).
+ */
 function wordsOf(name: string): string[] {
   return name
     .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
-    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
+    .replace(/([A-Z])(?=[A-Z][a-z])/g, "$1 ")
     .toLowerCase()
     .split(/[^a-z0-9]+/);
 }
@@ -171,7 +180,36 @@ function assertSecretsResent(
 }
 
 /**
- * Checks `config` against what the provider needs (422 naming `config.<field>`), URLs included.
+ * Config values are arbitrary (SPEC), but every key is read for a secret's name on every read of
+ * the integration, so keys are bounded in number and length at any depth. Nesting is bounded
+ * already: the router refuses a body nested too deep before a handler runs.
+ */
+function configKeyIssues(config: Record<string, unknown>): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  let keys = 0;
+  const visit = (value: unknown, path: string) => {
+    if (Array.isArray(value)) {
+      for (const [i, entry] of value.entries()) visit(entry, `${path}.${i}`);
+      return;
+    }
+    for (const [key, entry] of Object.entries(asObject(value) ?? {})) {
+      keys += 1;
+      if (key.length > MAX_CONFIG_KEY_LENGTH) {
+        issues.push({ path: `${path}.${key}`, message: `is a key of more than ${MAX_CONFIG_KEY_LENGTH} characters` });
+      }
+      visit(entry, `${path}.${key}`);
+    }
+  };
+  visit(config, "config");
+  if (keys > MAX_CONFIG_KEYS) {
+    issues.push({ path: "config", message: `must hold at most ${MAX_CONFIG_KEYS} keys, nested ones included` });
+  }
+  return issues;
+}
+
+/**
+ * Checks `config`'s keys, then `config` against what the provider needs (422 naming
+ * `config.<field>`), URLs included.
  * `partial`: only the provider's fields that are present are checked (SPEC: at create, `config`
  * is an object with arbitrary values); the integration stays unconfigured until it has them all.
  */
@@ -181,6 +219,8 @@ async function validConfig(
   config: Record<string, unknown>,
   { partial }: { partial: boolean },
 ) {
+  const keyIssues = configKeyIssues(config);
+  if (keyIssues.length > 0) throw new ValidationError(keyIssues);
   const schema = PROVIDER_CONFIG[kind].schema;
   const parsed = (partial ? schema.partial() : schema).safeParse(config);
   if (!parsed.success) {
