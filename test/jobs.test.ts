@@ -37,6 +37,9 @@ async function until(check: () => Promise<boolean> | boolean, timeoutMs = 10_000
   }
 }
 
+/** A job's `last_error` when it is dead-lettered because its last attempt's lease lapsed. */
+const LAPSED_ERROR = "the worker running the last attempt stopped before it finished (its lease lapsed)";
+
 async function job(id: string) {
   return deps.db.selectFrom("jobs").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
 }
@@ -203,6 +206,87 @@ describe("leases", () => {
     await until(async () => (await job(id)).status === "succeeded");
     expect(runs).toBe(1);
     expect((await job(id)).attempts).toBe(2);
+  });
+
+  it("dead-letters a job whose last attempt's lease lapsed, without running it again", async () => {
+    const past = new Date(Date.now() - 1_000).toISOString();
+    await deps.jobs.enqueue(deps.db, { kind: "test.record", payload: {}, maxAttempts: 2 });
+    const { id } = await onlyJob();
+    // As a worker killed during the last attempt leaves it: running, both attempts counted.
+    await deps.db
+      .updateTable("jobs")
+      .set({ status: "running", attempts: 2, locked_by: "wrk_dead", lease_until: past })
+      .where("id", "=", id)
+      .execute();
+    let runs = 0;
+    await runWorker({ "test.record": { handle: async () => void runs++ } });
+    await until(async () => (await job(id)).status !== "running");
+    const row = await job(id);
+    expect(row).toMatchObject({
+      status: "dead",
+      attempts: 2,
+      locked_by: null,
+      lease_until: null,
+      last_error: LAPSED_ERROR,
+    });
+    expect(row.finished_at).not.toBeNull();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(runs).toBe(0);
+  });
+
+  it("dead-letters a batch kind's lapsed last attempts in the claim's transaction, with the handler's own rows", async () => {
+    const past = new Date(Date.now() - 1_000).toISOString();
+    await deps.jobs.enqueue(
+      deps.db,
+      ...[0, 1, 2, 3].map((n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 3 })),
+    );
+    const rows = await deps.db.selectFrom("jobs").select(["id", "payload"]).orderBy("payload").execute();
+    // Jobs 0 and 1 lapsed on their last attempt, 2 and 3 with one left.
+    for (const [i, { id }] of rows.entries()) {
+      await deps.db
+        .updateTable("jobs")
+        .set({ status: "running", attempts: i < 2 ? 3 : 2, locked_by: "wrk_dead", lease_until: past })
+        .where("id", "=", id)
+        .execute();
+    }
+    const ran: number[] = [];
+    const lapsed: Array<{ ns: number[]; error: string }> = [];
+    await runWorker({
+      "test.batch": {
+        batchSize: 8,
+        maxInFlight: 8,
+        async handleBatch(runs) {
+          for (const { payload } of runs) ran.push(Number(payload.n));
+          return runs.map(async () => ({ error: null }));
+        },
+        async recordLapsed(_trx, jobs, error) {
+          lapsed.push({ ns: jobs.map((job) => JSON.parse(job.payload).n).sort(), error });
+          // The first time, as a failed write would: the whole claim must roll back with it.
+          if (lapsed.length === 1) throw new Error("recording failed");
+        },
+      },
+    });
+    await until(async () => {
+      const settled = await deps.db.selectFrom("jobs").select("status").execute();
+      return settled.every((row) => row.status === "succeeded" || row.status === "dead");
+    });
+    const settled = await deps.db
+      .selectFrom("jobs")
+      .select(["payload", "status", "attempts", "last_error"])
+      .orderBy("payload")
+      .execute();
+    expect(settled.map((row) => [JSON.parse(row.payload).n, row.status, row.attempts, row.last_error])).toEqual([
+      [0, "dead", 3, LAPSED_ERROR],
+      [1, "dead", 3, LAPSED_ERROR],
+      [2, "succeeded", 3, null],
+      [3, "succeeded", 3, null],
+    ]);
+    // Told twice of the same jobs: the failed first claim dead-lettered nothing.
+    expect(lapsed).toEqual([
+      { ns: [0, 1], error: LAPSED_ERROR },
+      { ns: [0, 1], error: LAPSED_ERROR },
+    ]);
+    expect(ran.sort()).toEqual([2, 3]);
   });
 
   it("takes a dead worker's batch jobs back at the kind's capacity, not one single slot at a time", async () => {

@@ -1092,6 +1092,52 @@ describe("retries", () => {
     expect(await getHook(app, org, webhook.id)).toMatchObject({ active: true, consecutiveFailures: 4 });
   });
 
+  it("ends a delivery dead, unsent, when the worker running its last attempt stopped", async () => {
+    // A server that runs no jobs queues the delivery; its job is then left as a worker killed
+    // during the last attempt leaves it, and a worker sharing the database claims it once lapsed.
+    const server = await startApp({ ...BASE_ENV, WORKERS: "0" });
+    let worker: TestApp | undefined;
+    try {
+      const org = await freshOrg(server);
+      const receiver = await startScriptedReceiver([], 200);
+      const { webhook } = await createHook(server, org, receiver.url, ["member.invited"]);
+      await invite(server, org);
+      const [queued] = await deliverJobs(server);
+      expect(queued).toMatchObject({ status: "pending", max_attempts: 4 });
+      await server.server.deps.db
+        .updateTable("jobs")
+        .set({
+          status: "running",
+          attempts: 4,
+          locked_by: "wrk_killed",
+          lease_until: new Date(Date.now() - 1_000).toISOString(),
+        })
+        .where("id", "=", queued.id)
+        .execute();
+
+      worker = await startApp(BASE_ENV, { shareDatabaseWith: server });
+      const delivery = await settledDelivery(server, org, webhook.id, "member.invited");
+      expect(delivery).toMatchObject({
+        id: queued.payload.deliveryId,
+        status: "dead",
+        attemptCount: 0,
+        lastStatusCode: null,
+        lastError: "the worker running the last attempt stopped before it finished (its lease lapsed)",
+      });
+      const [job] = await deliverJobs(server);
+      expect(job).toMatchObject({ id: queued.id, status: "dead", attempts: 4, locked_by: null });
+      expect(job.last_error).toBe(delivery.lastError);
+      expect(job.finished_at).not.toBeNull();
+      await sleep(300);
+      expect(receiver.requests).toHaveLength(0);
+      // The receiver never failed: the webhook's breaker has nothing to count.
+      expect(await getHook(server, org, webhook.id)).toMatchObject({ active: true, consecutiveFailures: 0 });
+    } finally {
+      await worker?.close();
+      await server.close();
+    }
+  });
+
   it("counts a receiver that stalls past WEBHOOK_TIMEOUT_MS as a failed attempt, then retries", async () => {
     const org = await freshOrg();
     const receiver = await startScriptedReceiver(["stall"], 200);

@@ -61,6 +61,11 @@ export interface BatchJobHandler {
   forgetsSucceeded?: boolean;
   /** Writes the `data` of jobs finished together, in the transaction that settles them. */
   record?(trx: Db, data: unknown[]): Promise<void>;
+  /**
+   * Writes what the handler's own rows say of jobs dead-lettered, never to run again, because the
+   * worker running their last attempt stopped (`error` says so), in the transaction that does it.
+   */
+  recordLapsed?(trx: Db, jobs: Job[], error: string): Promise<void>;
   backoffBaseMs?: number;
 }
 

@@ -83,7 +83,10 @@ const HALT_SETTLE_MS = 500;
 const MAX_BATCH_CLAIM = 256;
 
 /** A due job as a claim first reads it, before it is leased. */
-type Candidate = { id: string; kind: string; timeout_ms: number };
+type Candidate = Pick<Job, "id" | "kind" | "status" | "attempts" | "max_attempts" | "timeout_ms">;
+
+/** The `last_error` of a job dead-lettered because its last attempt's lease lapsed. */
+const LAPSED_LAST_ATTEMPT = "the worker running the last attempt stopped before it finished (its lease lapsed)";
 
 /**
  * Jobs in `status` whose `column` (`run_at`, or `lease_until` for lapsed leases) has come, oldest
@@ -99,7 +102,7 @@ function claimableJobs(
 ) {
   let query = trx
     .selectFrom("jobs")
-    .select(["id", "kind", "timeout_ms"])
+    .select(["id", "kind", "status", "attempts", "max_attempts", "timeout_ms"])
     .where("status", "=", status)
     .where(column, column === "run_at" ? "<=" : "<", at)
     .orderBy(column)
@@ -149,11 +152,14 @@ async function leaseJobs(
  * Claims due jobs and runs them: up to `concurrency` single jobs at a time, and up to
  * `maxInFlight` jobs of each batchable kind.
  *
- * A claim marks the job `running` under a lease (`lease_until`) longer than its timeout; a job
- * whose worker died is claimed again once its lease lapses, so a job runs at least once and runs
- * twice only after a lease expiry. Failures are retried with exponential backoff until the job's
- * `max_attempts`, then the job is dead-lettered (`dead`) and kept for inspection. On PostgreSQL
- * claims use `FOR UPDATE SKIP LOCKED`, so any number of workers share the queue.
+ * A claim marks the job `running` under a lease (`lease_until`) longer than its timeout and
+ * counts the attempt; a job whose worker died is claimed again once its lease lapses, so a job
+ * runs at least once and runs twice only after a lease expiry. Failures are retried with
+ * exponential backoff until the job's `max_attempts`, then the job is dead-lettered (`dead`) and
+ * kept for inspection. An attempt whose lease lapsed counts as failed: a poison job, one that
+ * kills the process running it, runs `max_attempts` times, and the claim after its last lapse
+ * dead-letters it without running it. On PostgreSQL claims use `FOR UPDATE SKIP LOCKED`, so any
+ * number of workers share the queue.
  */
 export class Worker implements LocalTaker {
   readonly id = newId("wrk");
@@ -385,10 +391,58 @@ export class Worker implements LocalTaker {
       }
       full ||= singles > 0 && slots === 0;
       if (candidates.length === 0) return { claimed: [], full: false };
-      return { claimed: await leaseJobs(trx, dialect, this.id, now, candidates), full };
+      // A lapsed job counted its attempt when it was claimed: one whose last attempt lapsed is
+      // not run again, or a job that takes its process down (out of memory, a native abort) would
+      // do so to every worker that claims it, forever, as only a handler's error fails an attempt.
+      const lastLapsed = (job: Candidate) => job.status === "running" && job.attempts >= job.max_attempts;
+      const spent = candidates.filter(lastLapsed);
+      if (spent.length > 0) await this.deadLetterLapsed(trx, at, spent);
+      const runnable = candidates.filter((job) => !lastLapsed(job));
+      if (runnable.length === 0) return { claimed: [], full };
+      return { claimed: await leaseJobs(trx, dialect, this.id, now, runnable), full };
     });
     this.launchAll(claimed);
     return full;
+  }
+
+  /**
+   * Dead-letters jobs whose last attempt's lease lapsed, and lets each batchable kind's handler
+   * write what its own rows say of them (`recordLapsed`), in the claim's transaction.
+   */
+  private async deadLetterLapsed(trx: Db, at: string, spent: Candidate[]): Promise<void> {
+    const dead = await trx
+      .updateTable("jobs")
+      .set({
+        status: "dead",
+        lease_until: null,
+        locked_by: null,
+        last_error: LAPSED_LAST_ATTEMPT,
+        updated_at: at,
+        finished_at: at,
+      })
+      .where(
+        oneOf(
+          this.deps.dialect,
+          "id",
+          spent.map((job) => job.id),
+        ),
+      )
+      .returningAll()
+      .execute();
+    const byKind = new Map<string, Job[]>();
+    for (const job of dead) {
+      this.deps.log.warn(
+        { jobId: job.id, kind: job.kind, attempts: job.attempts, error: LAPSED_LAST_ATTEMPT },
+        "job dead-lettered",
+      );
+      const jobs = byKind.get(job.kind);
+      if (jobs) jobs.push(job);
+      else byKind.set(job.kind, [job]);
+    }
+    for (const [kind, jobs] of byKind) {
+      const handler = this.handlers[kind];
+      if (handler && isBatchHandler(handler)) await handler.recordLapsed?.(trx, jobs, LAPSED_LAST_ATTEMPT);
+    }
   }
 
   reserve(kind: string, count: number): number {

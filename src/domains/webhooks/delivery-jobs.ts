@@ -3,7 +3,8 @@ import type { Deps } from "../../deps.ts";
 import type { JobHandlers, JobResult, JobRun } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
 import { firstIdAt } from "../../lib/ids.ts";
-import { type AttemptRecord, type Delivery, recordAttempts, startAttempts } from "./delivery.ts";
+import { fromJsonColumn } from "../../lib/json.ts";
+import { type AttemptRecord, type Delivery, endLapsedDeliveries, recordAttempts, startAttempts } from "./delivery.ts";
 import { attemptTimeoutWithin } from "./events.ts";
 
 const RETENTION_BATCH = 1_000;
@@ -74,6 +75,13 @@ export function deliveryJobs(deps: Deps) {
           trx,
           deps,
           records.filter((record): record is AttemptRecord => record !== null && record !== undefined),
+        ),
+      recordLapsed: (trx, jobs, error) =>
+        endLapsedDeliveries(
+          trx,
+          deps,
+          jobs.map((job) => String(fromJsonColumn<Record<string, unknown>>(job.payload, {}).deliveryId)),
+          error,
         ),
     },
   } satisfies JobHandlers;

@@ -223,6 +223,20 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
   await moveBreakers(trx, deps, sent, at);
 }
 
+/**
+ * Ends deliveries whose job was dead-lettered because the worker running its last attempt
+ * stopped: that attempt was never recorded (the receiver may or may not have had it), and no
+ * other will be made. A delivery another attempt finished meanwhile is left as it is.
+ */
+export async function endLapsedDeliveries(trx: Db, deps: Deps, deliveryIds: string[], error: string): Promise<void> {
+  await trx
+    .updateTable("webhook_deliveries")
+    .set({ status: "dead", last_error: error, updated_at: deps.clock.now().toISOString() })
+    .where(oneOf(deps.dialect, "id", deliveryIds))
+    .where("status", "not in", [...TERMINAL])
+    .execute();
+}
+
 /** Makes and records one attempt, in a transaction of its own. */
 export async function attemptDelivery(
   deps: Deps,
