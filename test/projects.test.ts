@@ -14,7 +14,9 @@ import {
   workspaceVersion,
 } from "../src/domains/projects/workspace-db.ts";
 import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
+import type { SingleJobHandler } from "../src/jobs/handlers.ts";
 import { Worker } from "../src/jobs/worker.ts";
+import { fromJsonColumn } from "../src/lib/json.ts";
 import {
   addMember,
   type CallResult,
@@ -1344,6 +1346,63 @@ describe("projects with workers the test controls", () => {
     expectStatus(del, 200);
     expect(del.body).toEqual({ ok: true });
     expectError(await p.get(slug, project.slug, owner), 404, "NOT_FOUND");
+  });
+
+  /** Runs the project's provisioning job in this test, the way a worker that claimed it would. */
+  async function runProvisionJob(projectId: string): Promise<void> {
+    const jobs = await deps.db.selectFrom("jobs").selectAll().where("kind", "=", "project.provision").execute();
+    const job = jobs.find((row) => fromJsonColumn<{ projectId?: string }>(row.payload, {}).projectId === projectId);
+    if (!job) throw new Error(`no provisioning job for ${projectId}`);
+    const handler = projectJobs(deps)["project.provision"] as SingleJobHandler;
+    await handler.handle(fromJsonColumn(job.payload, {}), { job, signal: new AbortController().signal });
+  }
+
+  it("a provisioning job run twice at once (a lapsed lease) leaves the project active on its workspace", async () => {
+    // No worker here: the test is the only one to run the jobs.
+    for (const worker of [...workers]) await stopWorker(worker);
+    // Several projects: on PostgreSQL the two runs collided only now and then before they were ordered.
+    for (const name of ["Twice A", "Twice B", "Twice C"]) {
+      const project = await p.created(slug, owner, { name, region: "fra" });
+      await Promise.all([runProvisionJob(project.id), runProvisionJob(project.id)]);
+
+      const settled = (await p.get(slug, project.slug, owner)).body.project;
+      expect(settled, name).toMatchObject({ status: "active", failureReason: null, templateVersion: "1.1.0" });
+      expect(await workspaceVersion(deps, project.id), name).toBe("1.1.0");
+      const deploys = (await p.deploys(slug, project.slug, owner)).body.deploys;
+      expect(deploys.map((d: any) => [d.kind, d.status])).toEqual([["provision", "succeeded"]]);
+      const actions = (await p.audit(slug, owner)).filter((e) => e.target.id === project.id).map((e) => e.action);
+      expect(actions.filter((a) => a.startsWith("project.")).sort()).toEqual([
+        "project.created",
+        "project.provisioned",
+      ]);
+
+      // Run again once settled (its outcome was never recorded): the workspace and its data stay.
+      await onWorkspace(deps, project.id, (db) =>
+        db.insertInto("users").values(userRow("usr_kept", "k@x.test")).execute(),
+      );
+      await runProvisionJob(project.id);
+      expect((await p.get(slug, project.slug, owner)).body.project.status).toBe("active");
+      const users = await onWorkspace(deps, project.id, (db) => db.selectFrom("users").select("id").execute());
+      expect(users).toEqual([{ id: "usr_kept" }]);
+    }
+  });
+
+  it("a provisioning run that fails leaves the workspace as it found it, dropping nothing", async () => {
+    for (const worker of [...workers]) await stopWorker(worker);
+    const project = await p.created(slug, owner, { name: "In The Way", region: "fra" });
+    // What another run of the job may have put there; here, a table the template then fails on.
+    if (deps.dialect === "postgres") await sql`create schema ${sql.id(workspaceSchema(project.id))}`.execute(deps.db);
+    await onWorkspace(deps, project.id, async (db) => {
+      await db.schema.createTable("collections").addColumn("slug", "text").execute();
+      await db.insertInto("collections").values({ slug: "placed-by-another-run" }).execute();
+    });
+
+    await runProvisionJob(project.id);
+    const failed = (await p.get(slug, project.slug, owner)).body.project;
+    expect(failed.status).toBe("failed");
+    expect(failed.failureReason).toEqual(expect.stringContaining("default@1.1.0 failed to apply"));
+    const rows = await onWorkspace(deps, project.id, (db) => db.selectFrom("collections").selectAll().execute());
+    expect(rows).toEqual([{ slug: "placed-by-another-run" }]);
   });
 
   it("fails in an unserved region; after the region is enabled, provision-retry makes it active", async () => {

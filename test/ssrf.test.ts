@@ -1,9 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, LookupFunction } from "node:net";
 import type * as os from "node:os";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createOutboundClient, type OutboundClient, type OutboundClientOptions } from "../src/lib/outbound.ts";
 import { checkOutboundUrl, isPrivateAddress } from "../src/lib/ssrf.ts";
+import { type CallResult, call, createOrg, signUp, startApp, type TestApp, until } from "./harness.ts";
 
 /** This machine as the tests see it: its own interfaces, plus one holding public addresses. */
 const PUBLIC_INTERFACE = [
@@ -94,6 +95,12 @@ describe("isPrivateAddress", () => {
   });
 });
 
+/** What a refusal says after the host's name (or the IP literal the caller gave). */
+const NOT_ALLOWED = "an address that is not allowed (private, loopback, link-local or metadata)";
+
+/** An IPv4 or IPv6 address anywhere in a text. */
+const IP_ADDRESS = /\b\d{1,3}(?:\.\d{1,3}){3}\b|(?:^|[^\w:])(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}/i;
+
 const lookupTo =
   (addresses: string[]) =>
   async (_hostname: string): Promise<string[]> =>
@@ -112,19 +119,21 @@ describe("checkOutboundUrl", () => {
   });
 
   it.each([
-    ["http://127.0.0.1/hook", undefined],
-    ["http://[::1]/hook", undefined],
-    ["http://[::ffff:127.0.0.1]/hook", undefined],
-    ["http://10.1.2.3/hook", undefined],
-    ["http://169.254.169.254/latest/meta-data", undefined],
-    ["http://[fd00:ec2::254]/latest/meta-data", undefined],
+    // An IP literal is named, as given (after the WHATWG parser's normalising).
+    ["http://127.0.0.1/hook", undefined, "127.0.0.1 is"],
+    ["http://[::1]/hook", undefined, "::1 is"],
+    ["http://[::ffff:127.0.0.1]/hook", undefined, "::ffff:7f00:1 is"],
+    ["http://10.1.2.3/hook", undefined, "10.1.2.3 is"],
+    ["http://169.254.169.254/latest/meta-data", undefined, "169.254.169.254 is"],
+    ["http://[fd00:ec2::254]/latest/meta-data", undefined, "fd00:ec2::254 is"],
     // The WHATWG parser turns this into 127.0.0.1 before anything else sees it.
-    ["http://0x7f.1/hook", undefined],
-    ["http://localhost/hook", undefined],
-    ["https://internal.example/hook", lookupTo(["127.0.0.1"])],
-    ["https://mixed.example/hook", lookupTo(["93.184.216.34", "10.0.0.5"])],
-  ])("refuses %s unless private targets are allowed", async (url, lookup) => {
-    expect(await checkOutboundUrl(url, { allowPrivate: false, lookup })).toMatch(/private address/);
+    ["http://0x7f.1/hook", undefined, "127.0.0.1 is"],
+    // A name is named, never the address it resolved to.
+    ["http://localhost/hook", undefined, "localhost resolves to"],
+    ["https://internal.example/hook", lookupTo(["127.0.0.1"]), "internal.example resolves to"],
+    ["https://mixed.example/hook", lookupTo(["93.184.216.34", "10.0.0.5"]), "mixed.example resolves to"],
+  ])("refuses %s unless private targets are allowed", async (url, lookup, refusal) => {
+    expect(await checkOutboundUrl(url, { allowPrivate: false, lookup })).toBe(`${refusal} ${NOT_ALLOWED}`);
     expect(await checkOutboundUrl(url, { allowPrivate: true, lookup })).toBeNull();
   });
 
@@ -405,18 +414,204 @@ describe("outbound client", () => {
 
   describe("with private targets refused", () => {
     it.each([
-      ["127.0.0.1", undefined],
-      ["[::1]", undefined],
-      ["localhost", undefined],
-      ["internal.test", internalLookup],
-    ])("refuses %s before any byte reaches the receiver", async (host, lookup) => {
+      ["127.0.0.1", undefined, "127.0.0.1 is"],
+      ["[::1]", undefined, "::1 is"],
+      ["localhost", undefined, "localhost resolves to"],
+      ["internal.test", internalLookup, "internal.test resolves to"],
+    ])("refuses %s before any byte reaches the receiver", async (host, lookup, refusal) => {
       const target = await receiver();
       const result = await client({ allowPrivate: false, lookup }).post(`http://${host}:${target.port}/`, json, "{}");
       expect(result.statusCode).toBeNull();
       expect(result.body).toBeNull();
-      expect(result.error).toMatch(/^refused: .*private/);
+      expect(result.error).toBe(`refused: ${refusal} ${NOT_ALLOWED}`);
       expect(target.requests).toHaveLength(0);
       expect(target.connections).toBe(0);
     });
+  });
+});
+
+// Over HTTP, through the running app: a refusal must not tell whoever can save a URL what the
+// operator's internal names resolve to. `localhost` stands for such a name; it resolves to
+// loopback without a network.
+describe("refusals a caller reads name the host, never the address it resolved to", () => {
+  let open: TestApp;
+  let strict: TestApp;
+  let target: Receiver;
+  const LOOSE = { AUTH_RATE_LIMIT_PER_MINUTE: "10000", RATE_LIMIT_PER_MINUTE: "100000", WORKER_POLL_MS: "50" };
+
+  beforeAll(async () => {
+    target = await startReceiver();
+    // Private targets allowed: the webhooks a stricter process then refuses at send can be saved.
+    open = await startApp({ ...LOOSE, ALLOW_PRIVATE_WEBHOOK_URLS: "true" });
+    // ALLOW_PRIVATE_WEBHOOK_URLS unset, on the same database (as after the operator unset it).
+    strict = await startApp(LOOSE, { shareDatabaseWith: open });
+  });
+  afterAll(async () => {
+    await strict?.close();
+    await open?.close();
+    await target?.close();
+  });
+
+  it("the address pattern below finds addresses, and nothing in the refusal of a name", () => {
+    for (const text of [
+      "10.0.0.5",
+      "to 127.0.0.1 now",
+      "::1",
+      "at fe80::1%eth0",
+      "(2606:4700::1111)",
+      "::ffff:7f00:1",
+    ]) {
+      expect(text, text).toMatch(IP_ADDRESS);
+    }
+    for (const text of [
+      `localhost resolves to ${NOT_ALLOWED}`,
+      `validation failed: config.webhookUrl: refused: internal.example resolves to ${NOT_ALLOWED}`,
+    ]) {
+      expect(text, text).not.toMatch(IP_ADDRESS);
+    }
+  });
+
+  const hookUrl = () => `http://localhost:${target.port}/hook`;
+  const refusal = `localhost resolves to ${NOT_ALLOWED}`;
+
+  /** 422 naming `field` with the refusal, and no address anywhere in the error. */
+  function expectRefused(res: Pick<CallResult, "status" | "body">, field: string): void {
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body.error.code).toBe("VALIDATION");
+    expect(res.body.error.details).toContainEqual({ path: field, message: refusal });
+    expect(JSON.stringify(res.body.error)).not.toMatch(IP_ADDRESS);
+  }
+
+  /** The delivery after a refused attempt: the attempt's error and the delivery's name the host alone. */
+  function expectRefusedDelivery(delivery: any): void {
+    expect(delivery.attempts).toHaveLength(1);
+    expect(delivery.attempts[0]).toMatchObject({ statusCode: null, error: `refused: ${refusal}` });
+    expect(delivery.lastError).toBe(`refused: ${refusal}`);
+    expect(JSON.stringify(delivery)).not.toMatch(IP_ADDRESS);
+  }
+
+  /** One call to a project's workspace API, as its admin. */
+  async function workspace(app: TestApp, project: any, method: string, path: string, body?: unknown) {
+    const response = await fetch(`${app.url}/w/${project.id}/api${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${project.adminToken}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : null };
+  }
+
+  async function activeProject(app: TestApp, owner: { cookie: string }, slug: string, name: string) {
+    const created = await call(app, "POST", `/org/${slug}/projects`, { cookie: owner.cookie, body: { name } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const project = created.body.project;
+    await until(`${name} to be active`, async () => {
+      const read = await call(app, "GET", `/org/${slug}/projects/${project.slug}`, { cookie: owner.cookie });
+      return read.body.project?.status === "active";
+    });
+    return project;
+  }
+
+  it("at create and update: org webhooks, the org's webhookUrl, integrations and workspace webhooks", async () => {
+    const owner = await signUp(strict);
+    const org = await createOrg(strict, owner, "Strict Org");
+    const as = { cookie: owner.cookie };
+
+    expectRefused(
+      await call(strict, "POST", `/org/${org.slug}/webhooks`, { ...as, body: { url: hookUrl(), events: ["*"] } }),
+      "url",
+    );
+    const hook = await call(strict, "POST", `/org/${org.slug}/webhooks`, {
+      ...as,
+      body: { url: "http://93.184.216.34/hook", events: ["*"] },
+    });
+    expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+    expectRefused(
+      await call(strict, "PATCH", `/org/${org.slug}/webhooks/${hook.body.webhook.id}`, {
+        ...as,
+        body: { url: hookUrl() },
+      }),
+      "url",
+    );
+    expectRefused(
+      await call(strict, "PATCH", `/org/${org.slug}`, { ...as, body: { webhookUrl: hookUrl() } }),
+      "webhookUrl",
+    );
+    expectRefused(
+      await call(strict, "POST", `/org/${org.slug}/integrations`, {
+        ...as,
+        body: { kind: "slack", config: { webhookUrl: hookUrl() } },
+      }),
+      "config.webhookUrl",
+    );
+
+    const project = await activeProject(strict, owner, org.slug, "Strict Project");
+    const hookInput = { name: "Internal", url: hookUrl(), events: ["*"] };
+    expectRefused(await workspace(strict, project, "POST", "/webhooks", hookInput), "url");
+    const wsHook = await workspace(strict, project, "POST", "/webhooks", {
+      ...hookInput,
+      url: "http://93.184.216.34/",
+    });
+    expect(wsHook.status, JSON.stringify(wsHook.body)).toBe(201);
+    expectRefused(
+      await workspace(strict, project, "PATCH", `/webhooks/${wsHook.body.webhook.id}`, { url: hookUrl() }),
+      "url",
+    );
+  });
+
+  it("at send: the attempt's error and the deliveries list, for org webhooks, integrations and workspace webhooks", async () => {
+    const owner = await signUp(open);
+    const org = await createOrg(open, owner, "Once Open Org");
+    const as = { cookie: owner.cookie };
+    // Provisioned before anything subscribes: the open process would deliver its event.
+    const project = await activeProject(open, owner, org.slug, "Once Open Project");
+    const hook = await call(open, "POST", `/org/${org.slug}/webhooks`, {
+      ...as,
+      body: { url: hookUrl(), events: ["*"] },
+    });
+    expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+    const integration = await call(open, "POST", `/org/${org.slug}/integrations`, {
+      ...as,
+      body: { kind: "slack", config: { webhookUrl: hookUrl() } },
+    });
+    expect(integration.status, JSON.stringify(integration.body)).toBe(201);
+    const wsHook = await workspace(open, project, "POST", "/webhooks", {
+      name: "Internal",
+      url: hookUrl(),
+      events: ["*"],
+    });
+    expect(wsHook.status, JSON.stringify(wsHook.body)).toBe(201);
+
+    // Test sends through the process that refuses private targets.
+    const sent = await call(strict, "POST", `/webhooks/${hook.body.webhook.id}/test`, as);
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    expectRefusedDelivery(sent.body.delivery);
+    const listed = await call(strict, "GET", `/org/${org.slug}/webhooks/${hook.body.webhook.id}/deliveries`, as);
+    expect(listed.status).toBe(200);
+    expect(listed.body.deliveries).toHaveLength(1);
+    expectRefusedDelivery(listed.body.deliveries[0]);
+
+    const toIntegration = await call(
+      strict,
+      "POST",
+      `/org/${org.slug}/integrations/${integration.body.integration.id}/test`,
+      as,
+    );
+    expect(toIntegration.status, JSON.stringify(toIntegration.body)).toBe(200);
+    expectRefusedDelivery(toIntegration.body.delivery);
+
+    const wsHookId = wsHook.body.webhook.id;
+    const toWorkspaceHook = await workspace(strict, project, "POST", `/webhooks/${wsHookId}/test`);
+    expect(toWorkspaceHook.status, JSON.stringify(toWorkspaceHook.body)).toBe(200);
+    expectRefusedDelivery(toWorkspaceHook.body.delivery);
+    const wsListed = await workspace(strict, project, "GET", `/webhooks/${wsHookId}/deliveries`);
+    expect(wsListed.status).toBe(200);
+    expectRefusedDelivery(wsListed.body.deliveries[0]);
+
+    expect(target.requests).toEqual([]);
+    expect(target.connections).toBe(0);
   });
 });

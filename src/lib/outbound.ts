@@ -2,7 +2,7 @@ import { isAscii } from "node:buffer";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP, type LookupFunction } from "node:net";
 import { Agent, type Dispatcher } from "undici";
-import { bareHostname, isPrivateAddress } from "./ssrf.ts";
+import { bareHostname, isPrivateAddress, refusedHostReason } from "./ssrf.ts";
 
 /** One attempt's outcome. `error` is set exactly when `statusCode` is null; `body` is null then too. */
 export interface OutboundResponse {
@@ -55,9 +55,8 @@ function guardedLookup(resolve: LookupFunction): LookupFunction {
       if (!first) {
         return callback(Object.assign(new Error(`${hostname} does not resolve`), { code: "ENOTFOUND" }), []);
       }
-      const blocked = addresses.find((entry) => isPrivateAddress(entry.address));
-      if (blocked) {
-        return callback(new Error(`refused: ${hostname} resolves to private address ${blocked.address}`), []);
+      if (addresses.some((entry) => isPrivateAddress(entry.address))) {
+        return callback(new Error(`refused: ${refusedHostReason(hostname)}`), []);
       }
       if (options.all) return callback(null, addresses);
       callback(null, first.address, first.family);
@@ -158,7 +157,7 @@ export function createOutboundClient(options: OutboundClientOptions): OutboundCl
     if (!target) return Promise.resolve(failure("not a valid URL"));
     // Node connects to an IP literal without calling lookup, so the guard there never sees it.
     if (!allowPrivate && isIP(target.host) !== 0 && isPrivateAddress(target.host)) {
-      return Promise.resolve(failure(`refused: ${target.host} is a private address`));
+      return Promise.resolve(failure(`refused: ${refusedHostReason(target.host)}`));
     }
     if (signal?.aborted) return Promise.resolve(failure(`aborted: ${describeError(signal.reason)}`));
 

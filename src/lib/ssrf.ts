@@ -120,6 +120,16 @@ export function isPrivateAddress(ip: string): boolean {
   return privateAddresses.check(address, family) || isOwnAddress(address, family);
 }
 
+/**
+ * Why a URL's host is refused. The address a name resolved to is left out, in every message a
+ * caller can read: it would let anyone who can save a URL map the operator's internal DNS. An IP
+ * literal is named, as the caller wrote it.
+ */
+export function refusedHostReason(host: string): string {
+  const verb = isIP(host) === 0 ? "resolves to" : "is";
+  return `${host} ${verb} an address that is not allowed (private, loopback, link-local or metadata)`;
+}
+
 /** The URL's hostname without the brackets WHATWG keeps around an IPv6 literal. */
 export function bareHostname(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, "$1");
@@ -152,7 +162,7 @@ export async function checkOutboundUrl(
 
   const host = bareHostname(parsed);
   if (isIP(host) !== 0) {
-    return !options.allowPrivate && isPrivateAddress(host) ? `${host} is a private address` : null;
+    return !options.allowPrivate && isPrivateAddress(host) ? refusedHostReason(host) : null;
   }
 
   if (options.allowPrivate) return null;
@@ -165,8 +175,7 @@ export async function checkOutboundUrl(
   } catch {
     return null;
   }
-  const blocked = addresses.find(isPrivateAddress);
-  return blocked === undefined ? null : `${host} resolves to private address ${blocked}`;
+  return addresses.some(isPrivateAddress) ? refusedHostReason(host) : null;
 }
 
 const LOOKUP_TIMEOUT_MS = 2_000;

@@ -25,7 +25,9 @@ export function projectJobs(deps: Deps): JobHandlers {
     /**
      * Creates the workspace database from the project's template and settles the project as
      * `active` or `failed`. A failure is an outcome, not a reason to retry: the project says
-     * why, and `provision-retry` starts over on a clean workspace.
+     * why, and `provision-retry` migrates again. A failed migration changed nothing, so nothing
+     * is dropped after it: another run of this job (a lease that lapsed, a run the deadline gave
+     * up on) may be migrating the same workspace, or have settled the project active on it.
      */
     "project.provision": {
       async handle(payload) {
@@ -42,7 +44,6 @@ export function projectJobs(deps: Deps): JobHandlers {
             failure = `template ${project.template}@${project.template_version} failed to apply: ${errorMessage(
               error,
             )}`;
-            await dropWorkspace(deps, project.id).catch(() => {});
           }
         }
 

@@ -63,26 +63,49 @@ async function readVersion(db: WorkspaceDb): Promise<string | null> {
   return (row?.value as string | undefined) ?? null;
 }
 
+/** The tail of each workspace's queue of migrations in this process. */
+const migrations = new Map<string, Promise<unknown>>();
+
+/**
+ * Runs `work` once the workspace's earlier migrations in this process have ended. Across
+ * processes the database orders them; within one, a SQLite connection waiting for the file's
+ * write lock would block the very thread the holder runs on, and fail after the busy timeout.
+ */
+function afterEarlierMigrations<T>(projectId: string, work: () => Promise<T>): Promise<T> {
+  const run = (migrations.get(projectId) ?? Promise.resolve()).then(work);
+  const tail = run.catch(() => {});
+  migrations.set(projectId, tail);
+  void tail.then(() => {
+    if (migrations.get(projectId) === tail) migrations.delete(projectId);
+  });
+  return run;
+}
+
 /**
  * Migrates a workspace from its current version up to `to`, in one transaction: on any error
- * nothing changes. A workspace already at `to` or beyond is left as it is. Migrations of one
- * workspace run one after another (PostgreSQL: an advisory lock on its schema; SQLite: the file's
- * write lock), each on one connection. Returns the version it was at before.
+ * nothing changes (on PostgreSQL, not even the schema is left behind). A workspace already at
+ * `to` or beyond is left as it is. Migrations of one workspace run one after another (in this
+ * process, a queue; across processes, an advisory lock on its schema on PostgreSQL, the file's
+ * write lock on SQLite), each on one connection. Returns the version it was at before.
  */
-export async function migrateWorkspace(
+export function migrateWorkspace(
   deps: Deps,
   projectId: string,
   template: string,
   to: string,
 ): Promise<{ from: string | null }> {
-  if (deps.dialect === "postgres") {
-    await sql`create schema if not exists ${sql.id(workspaceSchema(projectId))}`.execute(deps.db);
-  }
+  return afterEarlierMigrations(projectId, () => migrateNow(deps, projectId, template, to));
+}
+
+async function migrateNow(deps: Deps, projectId: string, template: string, to: string) {
   return withWorkspace(deps, projectId, (db) =>
     db.transaction().execute(async (trx) => {
-      // Template steps may use raw SQL; unqualified names must resolve inside the workspace.
       if (deps.dialect === "postgres") {
+        // Under the lock: two first migrations creating the schema at once would otherwise race
+        // in the catalog, and one would fail on a duplicate key.
         await sql`select pg_advisory_xact_lock(hashtext(${workspaceSchema(projectId)}))`.execute(trx);
+        await sql`create schema if not exists ${sql.id(workspaceSchema(projectId))}`.execute(trx);
+        // Template steps may use raw SQL; unqualified names must resolve inside the workspace.
         await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
       }
       await trx.schema
