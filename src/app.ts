@@ -1,5 +1,4 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
@@ -23,6 +22,7 @@ import { AppError, ForbiddenError, UnavailableError } from "./errors.ts";
 import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import type { AppEnv } from "./http/context.ts";
+import { docsRoutes } from "./http/docs.ts";
 import { codeOf, errorResponse } from "./http/envelope.ts";
 import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "./http/idempotency.ts";
 import { identifyCaller } from "./http/identify.ts";
@@ -68,17 +68,6 @@ const workspaceOpenApiRoute = createRoute({
   summary: "The OpenAPI 3.1 document of the workspace API ({workspaceUrl}/api)",
   responses: {
     200: jsonContent(z.record(z.string(), z.unknown()), "The workspace OpenAPI document"),
-    ...errorResponses(429),
-  },
-});
-
-const docsRoute = createRoute({
-  method: "get",
-  path: "/docs",
-  tags: ["Service"],
-  summary: "Interactive API reference",
-  responses: {
-    200: { description: "HTML page", content: { "text/html": { schema: z.string() } } },
     ...errorResponses(429),
   },
 });
@@ -191,7 +180,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
     workspaceDoc ??= workspaceDocument(workspaceApi, API_VERSION);
     return c.json(workspaceDoc as Record<string, unknown>, 200);
   });
-  api.openapi(docsRoute, Scalar({ url: "/api/openapi.json", pageTitle: "Plinth API reference" }) as never);
+  api.route("/", docsRoutes());
 
   const app = createRouter();
   app.use("*", requestContext(deps.log, config.trustProxy));

@@ -1,3 +1,7 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, startApp, type TestApp } from "./harness.ts";
@@ -142,10 +146,82 @@ describe("GET /api/workspace/openapi.json", () => {
 });
 
 describe("GET /api/docs", () => {
+  /** Scalar's standalone bundle as installed: the pinned version in package.json. */
+  const bundleFile = join(
+    dirname(createRequire(import.meta.url).resolve("@scalar/fastify-api-reference")),
+    "js",
+    "standalone.js",
+  );
+
+  /** The `src` of each `<script>` on the page. */
+  function scriptSources(html: string): string[] {
+    return [...html.matchAll(/<script\b[^>]*\bsrc="([^"]*)"/g)].map((match) => match[1] as string);
+  }
+
   it("serves an interactive reference that loads the document", async () => {
     const res = await fetch(`${app.url}/api/docs`);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/html");
     expect(await res.text()).toContain("/api/openapi.json");
+  });
+
+  it("loads its script from this origin only, under a policy that names no other", async () => {
+    const res = await fetch(`${app.url}/api/docs`);
+    const html = await res.text();
+    const policy: Record<string, string[]> = Object.fromEntries(
+      (res.headers.get("content-security-policy") ?? "").split(";").map((directive) => {
+        const [name, ...sources] = directive.trim().split(/\s+/);
+        return [name, sources];
+      }),
+    );
+    expect(policy["default-src"]).toEqual(["'none'"]);
+    expect(policy["script-src"]).toEqual(["'self'"]);
+    expect(policy["connect-src"]).toEqual(["'self'"]);
+    // Keywords and data: only: no host, no scheme that reaches one.
+    for (const sources of Object.values(policy)) {
+      for (const source of sources) expect(source).toMatch(/^('[a-z-]+'|data:)$/);
+    }
+
+    const sources = scriptSources(html);
+    expect(sources).toEqual([expect.stringMatching(/^\/api\/docs\/scalar\.js\?v=[0-9a-f]+$/)]);
+    expect(html).not.toContain("https://");
+    expect(html).not.toContain("cdn.");
+    // Nothing inline runs: the one script that runs comes by address; the other is Scalar's configuration, as data.
+    const scripts = [...html.matchAll(/<script\b([^>]*)>([^<]*)<\/script>/g)];
+    expect(scripts).toHaveLength(2);
+    for (const [, attributes = "", body] of scripts) {
+      expect(body).toBe("");
+      if (!attributes.includes('type="application/json"')) expect(attributes).toMatch(/\bsrc="/);
+    }
+  });
+
+  it("serves the pinned Scalar bundle, named by its hash and cached for good", async () => {
+    const pinned = JSON.parse(readFileSync("package.json", "utf8")).dependencies["@scalar/fastify-api-reference"];
+    expect(pinned).toMatch(/^\d+\.\d+\.\d+$/);
+    const bytes = readFileSync(bundleFile);
+    const html = await (await fetch(`${app.url}/api/docs`)).text();
+    const [source] = scriptSources(html);
+    expect(new URL(source as string, app.url).searchParams.get("v")).toBe(
+      createHash("sha256").update(bytes).digest("hex").slice(0, 16),
+    );
+
+    const plain = await fetch(new URL(source as string, app.url), { headers: { "accept-encoding": "identity" } });
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(plain.headers.get("content-encoding")).toBeNull();
+    expect(plain.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+    expect(plain.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(Buffer.from(await plain.arrayBuffer()).equals(bytes)).toBe(true);
+
+    const gzipped = await fetch(new URL(source as string, app.url), { headers: { "accept-encoding": "gzip" } });
+    expect(gzipped.status).toBe(200);
+    expect(gzipped.headers.get("content-encoding")).toBe("gzip");
+    expect(gzipped.headers.get("vary")).toBe("Accept-Encoding");
+    expect(Number(gzipped.headers.get("content-length"))).toBeLessThan(bytes.length / 2);
+    expect(Buffer.from(await gzipped.arrayBuffer()).equals(bytes)).toBe(true);
+
+    const refused = await fetch(new URL(source as string, app.url), { headers: { "accept-encoding": "gzip;q=0" } });
+    expect(refused.headers.get("content-encoding")).toBeNull();
+    expect(Buffer.from(await refused.arrayBuffer()).equals(bytes)).toBe(true);
   });
 });
