@@ -58,6 +58,9 @@ beforeAll(async () => {
     WORKER_POLL_MS: "50",
     WEBHOOK_BACKOFF_BASE_MS: "20",
     MAX_FILE_BYTES: "4096",
+    // Every sign-up and sign-in here comes from one address to one project (rate-limit.test.ts
+    // tests the budget).
+    AUTH_RATE_LIMIT_PER_MINUTE: "100",
   });
   receiver = await startReceiver();
   owner = await signUp(app);
@@ -363,6 +366,15 @@ describe("workspace users, files and their events", () => {
     expect(
       (await ws("POST", "/auth/sign-in", { body: { email: "ada@example.test", password: "wrong-password" } })).status,
     ).toBe(401);
+    // Only sign-up holds the password policy: a short wrong password is as wrong as any other.
+    for (const password of ["short", "x"]) {
+      const wrong = await ws("POST", "/auth/sign-in", { body: { email: "ada@example.test", password } });
+      expect(wrong.status, JSON.stringify(wrong.body)).toBe(401);
+      expect(wrong.body.error.code).toBe("UNAUTHORIZED");
+    }
+    expect((await ws("POST", "/auth/sign-up", { body: { email: "bo@example.test", password: "short" } })).status).toBe(
+      422,
+    );
     const inn = await ws("POST", "/auth/sign-in", { body: { email: "ada@example.test", password: "long-enough-pw" } });
     expect(inn.status).toBe(200);
     // A user may use items but not manage the workspace.

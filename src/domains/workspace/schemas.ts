@@ -69,9 +69,14 @@ export const HookUpdate = z
 export const oneHook = z.object({ webhook: HookSchema });
 export const oneDelivery = z.object({ delivery: DeliverySchema });
 
-export const Credentials = z
+export const SignUpInput = z
   .object({ email: z.email().max(254), password: z.string().min(8).max(128) })
   .openapi("WorkspaceCredentials");
+/**
+ * Sign-in holds no password policy: a wrong password is 401 whatever its length, so that only
+ * the answer to a right one differs (the policy is sign-up's).
+ */
+export const SignInInput = SignUpInput.extend({ password: z.string().min(1).max(128) }).openapi("WorkspaceSignIn");
 const UserSchema = z
   .object({ id: z.string(), email: z.string(), createdAt: z.string(), updatedAt: z.string() })
   .openapi("WorkspaceUser");

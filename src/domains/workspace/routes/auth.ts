@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createRouter, jsonBody, jsonContent } from "../../../http/router.ts";
-import { Credentials, SignedIn } from "../schemas.ts";
+import { SignedIn, SignInInput, SignUpInput } from "../schemas.ts";
 import { signInUser, signOutUser, signUpUser } from "../users.ts";
 import { errors, tags, usersOnly, type WorkspaceEnv, workspaceOf } from "./security.ts";
 
@@ -9,7 +9,7 @@ const signUp = createRoute({
   path: "/auth/sign-up",
   tags,
   summary: "Create a workspace user; emits auth:signed_up",
-  request: { body: jsonBody(Credentials) },
+  request: { body: jsonBody(SignUpInput) },
   responses: { 201: jsonContent(SignedIn, "The user and a token"), ...errors },
 });
 
@@ -18,7 +18,7 @@ const signIn = createRoute({
   path: "/auth/sign-in",
   tags,
   summary: "Sign a workspace user in; emits auth:signed_in",
-  request: { body: jsonBody(Credentials) },
+  request: { body: jsonBody(SignInInput) },
   responses: { 200: jsonContent(SignedIn, "The user and a token"), ...errors },
 });
 
