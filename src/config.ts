@@ -75,6 +75,7 @@ const EnvSchema = z.object({
   WEBHOOK_BACKOFF_BASE_MS: milliseconds(1).default(5_000),
   WEBHOOK_DELIVERIES_RETENTION_DAYS: days(0).default(30),
   WEBHOOK_CONCURRENCY: positiveInt.default(256),
+  WORKSPACE_MAX_OPEN: positiveInt.optional(),
   ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
 });
@@ -114,6 +115,8 @@ export type Config = {
   webhookBackoffBaseMs: number;
   /** Webhook deliveries in flight at once per worker process (on top of the `workers` job slots). */
   webhookConcurrency: number;
+  /** Workspaces open at once per process; unset: derived from the file limit (see WorkspacePool). */
+  workspaceMaxOpen: number | undefined;
   /** 0 keeps every delivery. */
   webhookDeliveriesRetentionDays: number;
   allowPrivateWebhookUrls: boolean;
@@ -162,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookMaxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
     webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,
     webhookConcurrency: e.WEBHOOK_CONCURRENCY,
+    workspaceMaxOpen: e.WORKSPACE_MAX_OPEN,
     webhookDeliveriesRetentionDays: e.WEBHOOK_DELIVERIES_RETENTION_DAYS,
     allowPrivateWebhookUrls: e.ALLOW_PRIVATE_WEBHOOK_URLS,
     maxFileBytes: e.MAX_FILE_BYTES,

@@ -12,10 +12,11 @@ import {
   workspaceSchema,
 } from "../src/domains/projects/workspace-db.ts";
 import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
-import { WorkspaceDatabases } from "../src/domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../src/domains/workspace/dispatch.ts";
 import { sweepUploadLeftovers } from "../src/domains/workspace/files.ts";
 import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/patterns.ts";
+import { WorkspacePool } from "../src/domains/workspace/pool.ts";
+import { localStore } from "../src/domains/workspace/store.ts";
 import { insertWithEvent } from "../src/domains/workspace/writes.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {
@@ -612,7 +613,7 @@ describe("an upload whose row the database refuses", () => {
   it("answers with an error and leaves neither a listed file nor its bytes on disk", async () => {
     const { deps } = app.server;
     const schema = workspaceSchema(projectId);
-    const db = new WorkspaceDatabases(deps, 1).get(projectId);
+    const db = (await new WorkspacePool(deps, 1).acquire(projectId))?.db;
     if (!db) throw new Error("no workspace database");
     const dir = workspaceFilesDir(deps, projectId);
     const onDisk = () => readdirSync(dir).sort();
@@ -677,7 +678,7 @@ describe("upload leftovers", () => {
     for (const name of ["fil_crashed_upload.part", "fil_never_committed", kept]) {
       utimesSync(path.join(dir, name), twoDaysAgo, twoDaysAgo);
     }
-    await sweepUploadLeftovers(deps, new WorkspaceDatabases(deps, 1));
+    await sweepUploadLeftovers(deps, localStore(new WorkspacePool(deps, 1), deps.dialect));
     const left = readdirSync(dir);
     expect(left).not.toContain("fil_crashed_upload.part");
     expect(left).not.toContain("fil_never_committed");
@@ -766,7 +767,7 @@ describe("concurrent writes", () => {
     // after the group's rows have gone in together: the group falls back to one insert each.
     const { deps } = app.server;
     const schema = workspaceSchema(projectId);
-    const db = new WorkspaceDatabases(deps, 1).get(projectId);
+    const db = (await new WorkspacePool(deps, 1).acquire(projectId))?.db;
     if (!db) throw new Error("no workspace database");
     const refuse =
       deps.dialect === "sqlite"
@@ -822,8 +823,8 @@ describe("concurrent writes", () => {
       expect(events.filter((b) => b.event === "updated").map((b) => b.data.touched)).toEqual([true]);
 
       // The same, deterministically in one group: inserts asked for in one turn of the event loop.
-      const databases = new WorkspaceDatabases(deps, 1);
-      const dispatcher = new WorkspaceDispatcher(deps, databases);
+      const pool = new WorkspacePool(deps, 1);
+      const dispatcher = new WorkspaceDispatcher(deps, localStore(pool, deps.dialect));
       await dispatcher.markPending(projectId);
       const ctx = { runtime: { dispatcher }, deps, project: { id: projectId }, db } as unknown as WorkspaceCtx;
       const at = new Date().toISOString();
@@ -850,7 +851,7 @@ describe("concurrent writes", () => {
       expect(stored.map((row) => row.id).sort()).toEqual(kept);
       await until("the group's deliveries", () => kept.every((id) => received().some((r) => r.body.includes(id))));
       await dispatcher.settle();
-      await databases.closeAll();
+      await pool.closeAll();
       // The refused row raised no event: none in the outbox, none dispatched, none received.
       const refused = "%itm_group_4%";
       expect(await db.selectFrom("events").select("id").where("data", "like", refused).execute()).toEqual([]);
@@ -959,9 +960,10 @@ describe("dispatching an event again", () => {
   it("sends nothing twice, and queues no second job for a delivery that exists", async () => {
     // A crash between a dispatch's commit and its outbox delete leaves the event to go again.
     const { deps } = app.server;
-    const databases = new WorkspaceDatabases(deps, 1);
-    const dispatcher = new WorkspaceDispatcher(deps, databases);
-    const db = databases.get(projectId);
+    const pool = new WorkspacePool(deps, 1);
+    const dispatcher = new WorkspaceDispatcher(deps, localStore(pool, deps.dialect));
+    const lease = await pool.acquire(projectId);
+    const db = lease?.db;
     if (!db) throw new Error("no workspace database");
     const event = {
       id: "evt_redispatch_0000000000000",
@@ -1007,8 +1009,9 @@ describe("dispatching an event again", () => {
         .execute();
       expect(attempts).toEqual([{ attempt: 1 }]);
     } finally {
+      lease?.release();
       await dispatcher.settle();
-      await databases.closeAll();
+      await pool.closeAll();
     }
   });
 });
@@ -1026,18 +1029,26 @@ describe("open workspace databases", () => {
       const res = await call(app, "GET", `/org/${slug}/projects/purged`, { cookie: owner.cookie });
       return res.body.project.status === "active";
     });
-    const databases = new WorkspaceDatabases(deps, 4);
+    const pool = new WorkspacePool(deps, 4);
+    const opened = async (project: string) => {
+      const lease = await pool.acquire(project);
+      lease?.release();
+      return lease !== null;
+    };
     try {
-      expect(databases.get(id)).not.toBeNull();
+      expect(await opened(id)).toBe(true);
       await dropWorkspace(deps, id);
-      databases.forgetVanished();
+      pool.forgetVanished();
       // On SQLite the handle is gone with the file; a PostgreSQL schema costs nothing to keep.
-      if (deps.dialect === "sqlite") expect(databases.get(id)).toBeNull();
-      expect(databases.get(projectId)).not.toBeNull();
-      databases.forgetVanished();
-      expect(databases.get(projectId)).not.toBeNull();
+      if (deps.dialect === "sqlite") {
+        expect(await opened(id)).toBe(false);
+        expect(pool.size).toBe(0);
+      }
+      expect(await opened(projectId)).toBe(true);
+      pool.forgetVanished();
+      expect(await opened(projectId)).toBe(true);
     } finally {
-      await databases.closeAll();
+      await pool.closeAll();
     }
   });
 
@@ -1059,10 +1070,14 @@ describe("open workspace databases", () => {
         }
       }).length;
     const before = openOnFile();
-    const caches = Array.from({ length: 20 }, () => new WorkspaceDatabases(deps, 4));
-    for (const cache of caches) expect(cache.get(lonely)).not.toBeNull();
+    const pools = Array.from({ length: 20 }, () => new WorkspacePool(deps, 4));
+    for (const pool of pools) {
+      const lease = await pool.acquire(lonely);
+      expect(lease).not.toBeNull();
+      lease?.release();
+    }
     expect(openOnFile()).toBe(before + 20);
-    for (const cache of caches) await cache.closeAll();
+    for (const pool of pools) await pool.closeAll();
     expect(openOnFile()).toBe(before);
     await dropWorkspace(deps, lonely);
   });
@@ -1072,18 +1087,18 @@ describe("outbox hints", () => {
   it("stay while a project is written to, and are cleared by the sweep once stale over an empty outbox", async () => {
     const { deps } = app.server;
     // A second dispatcher, as another process of the deployment would have.
-    const dispatcher = new WorkspaceDispatcher(deps, new WorkspaceDatabases(deps, 4));
+    const dispatcher = new WorkspaceDispatcher(deps, localStore(new WorkspacePool(deps, 4), deps.dialect));
     const hint = () =>
       deps.db.selectFrom("workspace_outbox_hints").selectAll().where("project_id", "=", projectId).executeTakeFirst();
     await dispatcher.markPending(projectId);
     const written = await hint();
     expect(written).toBeDefined();
     // Fresh: the sweep dispatches the project and keeps the hint.
-    await dispatcher.sweep(false);
+    await dispatcher.sweep();
     expect(await hint()).toEqual(written);
     try {
       app.clock.advance(61_000);
-      await dispatcher.sweep(false);
+      await dispatcher.sweep();
       expect(await hint()).toBeUndefined();
       // The next change writes it again: this dispatcher no longer counts it as written.
       await dispatcher.markPending(projectId);

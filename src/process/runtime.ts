@@ -6,14 +6,10 @@ import type { Deps } from "../deps.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
 import { deliveryJobs, deliverySchedule } from "../domains/webhooks/delivery-jobs.ts";
-import { WorkspaceDatabases } from "../domains/workspace/databases.ts";
-import {
-  type DispatcherOptions,
-  dispatchJobs,
-  dispatchSchedule,
-  WorkspaceDispatcher,
-} from "../domains/workspace/dispatch.ts";
+import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
 import { fileJobs, fileSchedule } from "../domains/workspace/files.ts";
+import { defaultMaxOpen, WorkspacePool } from "../domains/workspace/pool.ts";
+import { localStore, type WorkspaceStore } from "../domains/workspace/store.ts";
 import { maintenanceJobs, maintenanceSchedule } from "../jobs/maintenance.ts";
 import { JobQueue } from "../jobs/queue.ts";
 import { Worker } from "../jobs/worker.ts";
@@ -26,9 +22,6 @@ export interface StartOptions {
   clock?: Clock;
   log?: Logger;
 }
-
-/** Open workspace databases kept per process or thread (least recently used closed first). */
-export const WORKSPACE_CACHE_SIZE = 256;
 
 /**
  * Opens the database and builds what every part of Plinth depends on. `migrate: false` is for a
@@ -66,8 +59,13 @@ export async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<v
   await database.close();
 }
 
+/** The process's pool of open workspaces (see WorkspacePool). */
+export function workspacePool(deps: Deps): WorkspacePool {
+  return new WorkspacePool(deps, deps.config.workspaceMaxOpen ?? defaultMaxOpen());
+}
+
 /** The job handlers and recurring jobs of every domain. */
-export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, databases: WorkspaceDatabases): Worker {
+export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store: WorkspaceStore): Worker {
   return new Worker(
     deps,
     {
@@ -76,7 +74,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, databa
       ...projectJobs(deps),
       ...deliveryJobs(deps),
       ...dispatchJobs(dispatcher),
-      ...fileJobs(deps, databases),
+      ...fileJobs(deps, store),
     },
     {
       concurrency: deps.config.workers,
@@ -102,21 +100,24 @@ export interface RunningWorker {
 export interface WorkerStartOptions {
   /** A worker thread of a server: the server migrated, and outboxes left by a crash are swept at start. */
   inThread?: boolean;
-  /** See `DispatcherOptions.clear`. */
-  clearOutbox?: DispatcherOptions["clear"];
+  /**
+   * Where workspaces are read: the server's, for its worker thread on SQLite (a process opens each
+   * workspace once); else this worker's own pool.
+   */
+  store?: WorkspaceStore;
 }
 
 /** Runs jobs only, with `config.workers` slots (at least one): `plinth worker`, or a server's worker thread. */
-export async function startWorker(options: StartOptions, { inThread = false, clearOutbox }: WorkerStartOptions = {}) {
+export async function startWorker(options: StartOptions, { inThread = false, store }: WorkerStartOptions = {}) {
   const { deps, database } = await openDeps(options, { migrate: !inThread });
   const workerDeps = { ...deps, config: { ...deps.config, workers: Math.max(1, deps.config.workers) } };
-  const databases = new WorkspaceDatabases(workerDeps, WORKSPACE_CACHE_SIZE);
-  const dispatcher = new WorkspaceDispatcher(workerDeps, databases, clearOutbox ? { clear: clearOutbox } : {});
-  const worker = createWorker(workerDeps, dispatcher, databases);
+  const pool = store ? undefined : workspacePool(workerDeps);
+  const workspaces = store ?? localStore(pool as WorkspacePool, deps.dialect);
+  const dispatcher = new WorkspaceDispatcher(workerDeps, workspaces);
+  const worker = createWorker(workerDeps, dispatcher, workspaces);
   await worker.start();
-  // Events a crash left in workspace outboxes go out now rather than at the next daily sweep.
-  if (inThread)
-    void dispatcher.sweep(true).catch((error: unknown) => deps.log.error({ err: error }, "start-up sweep failed"));
+  // Events a crash left in workspace outboxes go out now rather than at the next recurring sweep.
+  void dispatcher.sweep().catch((error: unknown) => deps.log.error({ err: error }, "start-up sweep failed"));
   if (!inThread) deps.log.info({ worker: worker.id, dialect: deps.dialect }, "plinth worker running");
   let closing: Promise<void> | undefined;
   const running: RunningWorker = {
@@ -126,7 +127,7 @@ export async function startWorker(options: StartOptions, { inThread = false, cle
       closing ??= (async () => {
         await worker.stop(deps.config.shutdownTimeoutMs);
         await dispatcher.settle();
-        await databases.closeAll();
+        await pool?.closeAll();
         await closeDeps(deps, database);
       })();
       return closing;

@@ -9,13 +9,13 @@ import { createApp } from "../app.ts";
 import { createAuth } from "../auth/better-auth.ts";
 import { resolveAuthSecret } from "../auth/secret.ts";
 import type { Deps } from "../deps.ts";
-import { WorkspaceDatabases } from "../domains/workspace/databases.ts";
 import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
+import { localStore } from "../domains/workspace/store.ts";
 import type { ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
 import { errorBody } from "../http/envelope.ts";
 import { RateLimiter } from "../http/rate-limit.ts";
-import { closeDeps, createWorker, openDeps, type StartOptions, WORKSPACE_CACHE_SIZE } from "./runtime.ts";
+import { closeDeps, createWorker, openDeps, type StartOptions, workspacePool } from "./runtime.ts";
 import { WorkerThread } from "./worker-thread.ts";
 
 export { type RunningWorker, type StartOptions, startWorker } from "./runtime.ts";
@@ -46,23 +46,24 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   });
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
-  const databases = new WorkspaceDatabases(deps, WORKSPACE_CACHE_SIZE);
+  const pool = workspacePool(deps);
+  const store = localStore(pool, deps.dialect);
   const threaded = config.workers > 0 && config.workerThread && options.clock === undefined;
-  const thread = threaded ? await WorkerThread.start(deps, databases) : undefined;
-  const dispatcher = new WorkspaceDispatcher(deps, databases, {
+  const thread = threaded ? await WorkerThread.start(deps, store) : undefined;
+  const dispatcher = new WorkspaceDispatcher(deps, store, {
     ...(thread ? { forward: (projectId: string) => thread.dispatch(projectId) } : {}),
   });
-  const worker = config.workers > 0 && !thread ? createWorker(deps, dispatcher, databases) : undefined;
+  const worker = config.workers > 0 && !thread ? createWorker(deps, dispatcher, store) : undefined;
   await worker?.start();
-  // Events a crash left in workspace outboxes go out now rather than at the next daily sweep
+  // Events a crash left in workspace outboxes go out now rather than at the next recurring sweep
   // (a worker thread sweeps as it starts).
-  if (worker) void dispatcher.sweep(true).catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
+  if (worker) void dispatcher.sweep().catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
   const inFlight = new InFlight();
   const app = createApp({
     deps,
     auth,
     limiter,
-    workspace: { deps, auth, databases, dispatcher, limiter },
+    workspace: { deps, auth, pool, dispatcher, limiter },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {
@@ -105,7 +106,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       ]);
       await dispatcher.settle();
       await limiter.stop();
-      await databases.closeAll();
+      await pool.closeAll();
       await closeDeps(deps, database);
     })();
     return closing;

@@ -1,23 +1,34 @@
 import { parentPort, workerData } from "node:worker_threads";
+import type { OutboxEvent, WorkspaceStore } from "../domains/workspace/store.ts";
 import { startWorker } from "./runtime.ts";
-import type { FromThread, ThreadData, ToThread } from "./worker-thread.ts";
+import type { FromThread, StoreCall, ThreadData, ToThread } from "./worker-thread.ts";
 
 // The body of a server's worker thread (see WorkerThread): `plinth worker`, woken by messages.
 const port = parentPort;
 if (!port) throw new Error("worker-thread-entry runs only as a worker thread");
 const { config } = workerData as ThreadData;
 
-/** Outbox deletions the server has been asked for (SQLite), by request id. */
-const clearing = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
-let lastRequest = 0;
-const clearOutbox = (projectId: string, eventIds: string[]) =>
-  new Promise<void>((resolve, reject) => {
-    const id = ++lastRequest;
-    clearing.set(id, { resolve, reject });
-    port.postMessage({ type: "clear", id, projectId, eventIds } satisfies FromThread);
+/** Store calls the server has been asked to answer (SQLite), by call id. */
+const calls = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+let lastCall = 0;
+const callServer = (call: StoreCall) =>
+  new Promise<unknown>((resolve, reject) => {
+    const id = ++lastCall;
+    calls.set(id, { resolve, reject });
+    port.postMessage({ type: "store", id, call } satisfies FromThread);
   });
 
-const running = await startWorker({ config }, { inThread: true, ...(config.databaseUrl ? {} : { clearOutbox }) });
+/** The server's WorkspaceStore, reached by messages: on SQLite the thread opens no workspace. */
+const remoteStore: WorkspaceStore = {
+  readOutbox: (...args) => callServer({ method: "readOutbox", args }) as Promise<OutboxEvent[] | null>,
+  clearOutbox: (...args) => callServer({ method: "clearOutbox", args }) as Promise<void>,
+  listedFiles: (...args) => callServer({ method: "listedFiles", args }) as Promise<string[] | null>,
+};
+
+const running = await startWorker(
+  { config },
+  { inThread: true, ...(config.databaseUrl ? {} : { store: remoteStore }) },
+);
 
 /** Set by "stop": wake-ups and dispatches that arrive while the server drains are left for the next start's sweep. */
 let stopping = false;
@@ -30,11 +41,11 @@ port.on("message", (message: ToThread) => {
     case "dispatch":
       if (!stopping) for (const projectId of message.projectIds) running.dispatch(projectId);
       break;
-    case "cleared": {
-      const request = clearing.get(message.id);
-      clearing.delete(message.id);
-      if (message.error === undefined) request?.resolve();
-      else request?.reject(new Error(`clearing the outbox failed: ${message.error}`));
+    case "stored": {
+      const call = calls.get(message.id);
+      calls.delete(message.id);
+      if (message.error === undefined) call?.resolve(message.value);
+      else call?.reject(new Error(message.error));
       break;
     }
     case "stop":

@@ -2,19 +2,23 @@ import { Worker as Thread } from "node:worker_threads";
 import { sql } from "kysely";
 import type { Config } from "../config.ts";
 import type { Deps } from "../deps.ts";
-import type { WorkspaceDatabases } from "../domains/workspace/databases.ts";
-import { clearOutbox } from "../domains/workspace/dispatch.ts";
+import type { WorkspaceStore } from "../domains/workspace/store.ts";
 import { errorMessage } from "../errors.ts";
+
+/** A call of the server's WorkspaceStore made by its worker thread: a method and its arguments. */
+export type StoreCall = {
+  [M in keyof WorkspaceStore]: { method: M; args: Parameters<WorkspaceStore[M]> };
+}[keyof WorkspaceStore];
 
 /** What a server tells its worker thread. */
 export type ToThread =
   | { type: "wake"; kinds: string[] }
   | { type: "dispatch"; projectIds: string[] }
-  | { type: "cleared"; id: number; error?: string }
+  | { type: "stored"; id: number; value?: unknown; error?: string }
   | { type: "stop" };
 
 /** What a worker thread tells its server. */
-export type FromThread = { type: "ready" } | { type: "clear"; id: number; projectId: string; eventIds: string[] };
+export type FromThread = { type: "ready" } | { type: "store"; id: number; call: StoreCall };
 
 export interface ThreadData {
   config: Config;
@@ -45,11 +49,12 @@ function threadUrl(): URL {
  * worker` would. A local enqueue is passed on as a wake-up only once the enqueuing transaction
  * is over (on SQLite, after a query queued behind it on the server's one connection), so the
  * thread never looks before the commit; PostgreSQL wakes it by NOTIFY. Workspace outboxes the
- * server wrote to are passed on likewise, after their commit; on SQLite the thread hands the
- * events it dispatched back for the server to delete, since the server holds the workspace's
- * write lock most of the time under load and the thread would sit in SQLite's busy handler
- * (which sleeps, blocking its event loop) waiting for it. If the thread dies, its leases lapse
- * and a new thread takes over, sweeping every outbox as it starts.
+ * server wrote to are passed on likewise, after their commit. On SQLite the thread opens no
+ * workspace: it asks the server to read and clear outboxes (and look files up) through the
+ * server's WorkspaceStore, so a process opens each workspace once, within one bound (see
+ * WorkspacePool), and the thread never sits in SQLite's busy handler (which sleeps, blocking its
+ * event loop) waiting for the write lock the server holds most of the time under load. If the
+ * thread dies, its leases lapse and a new thread takes over, sweeping the outboxes as it starts.
  */
 export class WorkerThread {
   private thread: Thread | undefined;
@@ -62,14 +67,14 @@ export class WorkerThread {
 
   private constructor(
     private readonly deps: Deps,
-    private readonly databases: WorkspaceDatabases,
+    private readonly store: WorkspaceStore,
   ) {
     this.unsubscribe = deps.jobs.onWake((kinds) => this.wake(kinds));
   }
 
-  /** Starts the thread; resolves once it runs jobs. `databases`: the server's open workspaces. */
-  static async start(deps: Deps, databases: WorkspaceDatabases): Promise<WorkerThread> {
-    const worker = new WorkerThread(deps, databases);
+  /** Starts the thread; resolves once it runs jobs. `store`: the server's workspaces. */
+  static async start(deps: Deps, store: WorkspaceStore): Promise<WorkerThread> {
+    const worker = new WorkerThread(deps, store);
     try {
       await worker.spawn();
     } catch (error) {
@@ -127,21 +132,18 @@ export class WorkerThread {
   }
 
   /**
-   * Deletes events the thread dispatched, on this thread's connection to the workspace (SQLite),
-   * and answers that thread (not a successor, whose request ids start again).
+   * Runs a store call of the thread's on the server's store, and answers that thread (not a
+   * successor, whose call ids start again).
    */
-  private async clearOutbox(
-    thread: Thread,
-    { id, projectId, eventIds }: { id: number; projectId: string; eventIds: string[] },
-  ) {
-    let error: string | undefined;
+  private async answerStoreCall(thread: Thread, { id, call }: { id: number; call: StoreCall }) {
+    let answer: ToThread;
     try {
-      const db = this.databases.get(projectId);
-      if (db) await clearOutbox(db, this.deps.dialect, eventIds);
+      const method = this.store[call.method] as (...args: StoreCall["args"]) => Promise<unknown>;
+      answer = { type: "stored", id, value: await method(...call.args) };
     } catch (cause) {
-      error = errorMessage(cause);
+      answer = { type: "stored", id, error: errorMessage(cause) };
     }
-    thread.postMessage({ type: "cleared", id, ...(error === undefined ? {} : { error }) } satisfies ToThread);
+    thread.postMessage(answer);
   }
 
   private post(message: ToThread): void {
@@ -159,8 +161,8 @@ export class WorkerThread {
         if (message.type === "ready") {
           ready = true;
           resolve();
-        } else if (message.type === "clear") {
-          void this.clearOutbox(thread, message);
+        } else if (message.type === "store") {
+          void this.answerStoreCall(thread, message);
         }
       });
       thread.on("error", (error) => {

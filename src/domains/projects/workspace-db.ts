@@ -24,16 +24,32 @@ export function workspaceSchema(projectId: string): string {
 export type WorkspaceDb = Kysely<any>;
 
 /**
- * Opens a SQLite workspace file (created if missing). Close both: Kysely opens its connection on
- * the first query, and its `destroy` closes nothing if no query ran.
+ * A workspace's page cache, in KiB (SQLite's default is 2 MiB). A process keeps hundreds of
+ * workspaces open and most are small: their memory is what bounds how many (see WorkspacePool).
  */
-export function openWorkspaceFile(file: string): { db: WorkspaceDb; sqlite: BetterSqlite3.Database } {
-  const sqlite = new SQLite(file);
-  sqlite.pragma("journal_mode = WAL");
-  sqlite.pragma("synchronous = NORMAL");
-  // Other connections (the server's, its worker thread's, other processes') may be writing to it too.
-  sqlite.pragma("busy_timeout = 5000");
-  return { db: new Kysely({ dialect: sqliteDialect(sqlite) }), sqlite };
+const WORKSPACE_CACHE_KIB = 256;
+
+/**
+ * Opens a SQLite workspace file; `create`: make it if missing (provisioning), else a missing file
+ * is an error (a purge got there first). Close both: Kysely opens its connection on the first
+ * query, and its `destroy` closes nothing if no query ran. A failed open closes what it opened.
+ */
+export function openWorkspaceFile(
+  file: string,
+  { create = true }: { create?: boolean } = {},
+): { db: WorkspaceDb; sqlite: BetterSqlite3.Database } {
+  const sqlite = new SQLite(file, { fileMustExist: !create });
+  try {
+    sqlite.pragma("journal_mode = WAL");
+    sqlite.pragma("synchronous = NORMAL");
+    // Other connections (the server's, other processes') may be writing to it too.
+    sqlite.pragma("busy_timeout = 5000");
+    sqlite.pragma(`cache_size = -${WORKSPACE_CACHE_KIB}`);
+    return { db: new Kysely({ dialect: sqliteDialect(sqlite) }), sqlite };
+  } catch (error) {
+    sqlite.close();
+    throw error;
+  }
 }
 
 /** Runs `work` on the project's workspace database, closing what it opened. */

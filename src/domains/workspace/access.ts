@@ -12,8 +12,8 @@ import type { AuditActor } from "../audit/service.ts";
 import { textIssue } from "../fields.ts";
 import { hasRole, type Role } from "../orgs/access.ts";
 import type { ProjectRow } from "../projects/service.ts";
-import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
 import type { WorkspaceDispatcher } from "./dispatch.ts";
+import type { WorkspaceDb, WorkspaceLease, WorkspacePool } from "./pool.ts";
 
 /** Who is calling a workspace: its admin (admin token, or an org admin's key or session), or one of its users. */
 export type WorkspaceCaller =
@@ -31,7 +31,7 @@ export type WorkspaceCaller =
 export interface WorkspaceRuntime {
   deps: Deps;
   auth: Auth;
-  databases: WorkspaceDatabases;
+  pool: WorkspacePool;
   dispatcher: WorkspaceDispatcher;
   limiter: RateLimiter;
 }
@@ -94,8 +94,11 @@ function readLiveProject(deps: Deps, projectId: string): Promise<WorkspaceProjec
 export interface WorkspaceVisit {
   project: WorkspaceProject;
   caller: WorkspaceCaller;
-  /** The workspace database, when the project has one (none before provisioning made it). */
-  found: WorkspaceDb | null;
+  /**
+   * The workspace database, held for the request, when the project has one (none before
+   * provisioning made it). Whoever visits releases it when the request is over.
+   */
+  lease: WorkspaceLease | null;
 }
 
 /**
@@ -116,10 +119,16 @@ export async function visitWorkspace<E extends AppEnv>(
   const project = isIdOf("prj", projectId) ? await readLiveProject(runtime.deps, projectId) : undefined;
   if (!project) throw new NotFoundError("project not found");
   // None before provisioning has made it; a user token then matches nothing.
-  const found = project.status === "active" || project.status === "paused" ? runtime.databases.get(project.id) : null;
-  const caller = await resolveCaller(c, runtime, project, found, anonymous);
-  if (caller.kind === "anonymous" && !anonymous) throw new UnauthorizedError();
-  return { project, caller, found };
+  const lease =
+    project.status === "active" || project.status === "paused" ? await runtime.pool.acquire(project.id) : null;
+  try {
+    const caller = await resolveCaller(c, runtime, project, lease?.db ?? null, anonymous);
+    if (caller.kind === "anonymous" && !anonymous) throw new UnauthorizedError();
+    return { project, caller, lease };
+  } catch (error) {
+    lease?.release();
+    throw error;
+  }
 }
 
 /**
@@ -129,24 +138,12 @@ export async function visitWorkspace<E extends AppEnv>(
 export function openWorkspace<E extends AppEnv>(
   c: Context<E>,
   runtime: WorkspaceRuntime,
-  { project, caller, found }: WorkspaceVisit,
+  { project, caller, lease }: WorkspaceVisit,
 ): WorkspaceCtx {
   if (project.status === "paused") throw new ConflictError("project is paused");
   if (project.status !== "active") throw new ConflictError(`project is ${project.status}`);
-  if (!found) throw new NotFoundError("project has no workspace");
-  const db = found;
-  return {
-    runtime,
-    deps: runtime.deps,
-    project,
-    // Looked up at each use: a request that outlasts its handle's eviction (a slow upload) gets
-    // the one now open, never one closed under it.
-    get db() {
-      return runtime.databases.current(project.id, db);
-    },
-    caller,
-    ip: c.get("clientIp"),
-  };
+  if (!lease) throw new NotFoundError("project has no workspace");
+  return { runtime, deps: runtime.deps, project, db: lease.db, caller, ip: c.get("clientIp") };
 }
 
 /**

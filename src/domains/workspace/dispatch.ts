@@ -1,8 +1,7 @@
 import type { Selectable } from "kysely";
-import { DAY_MS } from "../../clock.ts";
 import type { Dialect } from "../../db/database.ts";
 import type { WebhookDeliveriesTable } from "../../db/schema.ts";
-import { insertRows, oneOf } from "../../db/shapes.ts";
+import { insertRows } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
@@ -10,11 +9,8 @@ import { derivedId, newId } from "../../lib/ids.ts";
 import { fromJsonColumn } from "../../lib/json.ts";
 import { deliveryJob, deliveryRow } from "../webhooks/events.ts";
 import { AUDIT_CHANNEL, auditRows } from "./audit.ts";
-import type { WorkspaceDatabases, WorkspaceDb } from "./databases.ts";
 import { matchesAnyPattern, projectPayload } from "./patterns.ts";
-
-/** An outbox row as read back. */
-type OutboxEvent = { id: string; channel: string; event: string; data: string; created_at: string };
+import type { OutboxEvent, WorkspaceStore } from "./store.ts";
 
 export interface WorkspaceEvent {
   channel: string;
@@ -61,20 +57,6 @@ const HINT_TTL_MS = 2 * HINT_REFRESH_MS;
 export interface DispatcherOptions {
   /** A server whose worker runs on a thread passes its `schedule` calls there. */
   forward?: (projectId: string) => void;
-  /**
-   * Removes dispatched events from a project's outbox, in place of deleting them here: a worker
-   * thread on SQLite has the server, which writes to the workspace all the time, delete them on
-   * its own connection rather than wait for the file's write lock.
-   */
-  clear?: (projectId: string, eventIds: string[]) => Promise<void>;
-}
-
-/** Deletes dispatched events from an outbox. */
-export async function clearOutbox(db: WorkspaceDb, dialect: Dialect, eventIds: string[]): Promise<void> {
-  await db
-    .deleteFrom("events")
-    .where(oneOf(dialect, "id", eventIds))
-    .execute();
 }
 
 /**
@@ -88,8 +70,9 @@ export async function clearOutbox(db: WorkspaceDb, dialect: Dialect, eventIds: s
  *
  * Which projects may hold undispatched events is kept in `workspace_outbox_hints`, written before
  * the first change and refreshed every HINT_REFRESH_MS while changes go on; the recurring sweep
- * dispatches every hinted project and clears hints that went stale over an empty outbox, and a
- * full sweep at start-up looks at every workspace, so no event waits forever after a crash.
+ * dispatches every hinted project and clears hints that went stale over an empty outbox, and so
+ * does a sweep at start-up, so no event waits for long after a crash. Sweeps read the hints from
+ * the control database and open only the workspaces they name, a few at a time.
  */
 export class WorkspaceDispatcher {
   /** When this process last wrote each project's hint. */
@@ -100,7 +83,7 @@ export class WorkspaceDispatcher {
 
   constructor(
     private readonly deps: Deps,
-    private readonly databases: WorkspaceDatabases,
+    private readonly store: WorkspaceStore,
     private readonly options: DispatcherOptions = {},
   ) {}
 
@@ -151,15 +134,14 @@ export class WorkspaceDispatcher {
 
   /** Moves everything in the project's outbox on. */
   async dispatch(projectId: string): Promise<void> {
-    const db = this.databases.get(projectId);
-    if (!db) return;
     for (;;) {
-      const events = await db.selectFrom("events").selectAll().orderBy("id").limit(BATCH).execute();
-      if (events.length === 0) return;
+      const events = await this.store.readOutbox(projectId, BATCH);
+      if (!events || events.length === 0) return;
       await this.deliver(projectId, events);
-      const ids = events.map((e) => e.id as string);
-      if (this.options.clear) await this.options.clear(projectId, ids);
-      else await clearOutbox(db, this.deps.dialect, ids);
+      await this.store.clearOutbox(
+        projectId,
+        events.map((event) => event.id),
+      );
       if (events.length < BATCH) return;
     }
   }
@@ -178,12 +160,11 @@ export class WorkspaceDispatcher {
       .executeTakeFirst();
     if (Number(cleared.numDeletedRows) === 0) return;
     this.hinted.delete(projectId);
-    const db = this.databases.get(projectId);
-    const late = db ? await db.selectFrom("events").select("id").limit(1).executeTakeFirst() : undefined;
-    if (late) await this.markPending(projectId);
+    const late = await this.store.readOutbox(projectId, 1);
+    if (late && late.length > 0) await this.markPending(projectId);
   }
 
-  private async deliver(projectId: string, events: Record<string, unknown>[]): Promise<void> {
+  private async deliver(projectId: string, events: OutboxEvent[]): Promise<void> {
     const { deps } = this;
     const project = await deps.db
       .selectFrom("projects")
@@ -191,7 +172,7 @@ export class WorkspaceDispatcher {
       .where("id", "=", projectId)
       .executeTakeFirst();
     if (!project) return;
-    const audits = events.filter((event) => event.channel === AUDIT_CHANNEL) as OutboxEvent[];
+    const audits = events.filter((event) => event.channel === AUDIT_CHANNEL);
     const hooks = await deps.db
       .selectFrom("webhooks")
       .select(["id", "url", "events", "payload_fields"])
@@ -216,10 +197,10 @@ export class WorkspaceDispatcher {
       let data: { value: unknown } | undefined;
       for (const { hook, patterns, fields } of targets) {
         if (!matchesAnyPattern(patterns, name)) continue;
-        const id = deliveryIdFor(event as { id: string; created_at: string }, hook.id);
+        const id = deliveryIdFor(event, hook.id);
         let body: string;
         if (fields && fields.length > 0) {
-          data ??= { value: fromJsonColumn<unknown>(event.data as string, null) };
+          data ??= { value: fromJsonColumn<unknown>(event.data, null) };
           body = JSON.stringify({
             channel: event.channel,
             event: event.event,
@@ -229,7 +210,7 @@ export class WorkspaceDispatcher {
         } else {
           whole ??=
             `{"channel":${JSON.stringify(event.channel)},"event":${JSON.stringify(event.event)},` +
-            `"data":${event.data as string},"deliveredAt":${JSON.stringify(at)}}`;
+            `"data":${event.data},"deliveredAt":${JSON.stringify(at)}}`;
           body = whole;
         }
         rows.push(
@@ -265,31 +246,43 @@ export class WorkspaceDispatcher {
     });
   }
 
-  /** Dispatches every project with a hint (recurring), or every workspace there is (`all`). */
-  async sweep(all: boolean): Promise<void> {
-    const projects = all
-      ? await this.deps.db
-          .selectFrom("projects")
-          .select("id as project_id")
-          .where("status", "in", ["active", "paused"])
-          .execute()
-      : await this.deps.db.selectFrom("workspace_outbox_hints").select("project_id").execute();
-    for (const { project_id } of projects) {
-      await (all ? this.dispatch(project_id) : this.sweepOne(project_id)).catch((error: unknown) =>
-        this.deps.log.error({ err: error, projectId: project_id }, "sweeping a workspace outbox failed"),
-      );
+  /**
+   * Dispatches every project with a hint, SWEEP_CONCURRENCY at a time, reading the hints a page
+   * at a time: only workspaces that may hold undispatched events are opened.
+   */
+  async sweep(): Promise<void> {
+    let after = "";
+    for (;;) {
+      const page = await this.deps.db
+        .selectFrom("workspace_outbox_hints")
+        .select("project_id")
+        .where("project_id", ">", after)
+        .orderBy("project_id")
+        .limit(SWEEP_PAGE)
+        .execute();
+      const ids = page.map((row) => row.project_id);
+      let next = 0;
+      const sweeper = async () => {
+        while (next < ids.length) {
+          const projectId = ids[next++] as string;
+          await this.sweepOne(projectId).catch((error: unknown) =>
+            this.deps.log.error({ err: error, projectId }, "sweeping a workspace outbox failed"),
+          );
+        }
+      };
+      await Promise.all(Array.from({ length: SWEEP_CONCURRENCY }, sweeper));
+      if (page.length < SWEEP_PAGE) return;
+      after = ids[ids.length - 1] as string;
     }
   }
 }
 
+/** Hinted projects read per page, and swept at once, by a sweep. */
+const SWEEP_PAGE = 500;
+const SWEEP_CONCURRENCY = 4;
+
 export function dispatchJobs(dispatcher: WorkspaceDispatcher): JobHandlers {
-  return {
-    "workspace.sweep": { handle: () => dispatcher.sweep(false) },
-    "workspace.sweep_all": { handle: () => dispatcher.sweep(true) },
-  };
+  return { "workspace.sweep": { handle: () => dispatcher.sweep() } };
 }
 
-export const dispatchSchedule: RecurringJob[] = [
-  { name: "workspace.sweep", everyMs: 60_000, kind: "workspace.sweep" },
-  { name: "workspace.sweep_all", everyMs: DAY_MS, kind: "workspace.sweep_all" },
-];
+export const dispatchSchedule: RecurringJob[] = [{ name: "workspace.sweep", everyMs: 60_000, kind: "workspace.sweep" }];

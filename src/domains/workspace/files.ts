@@ -20,7 +20,7 @@ import { newId } from "../../lib/ids.ts";
 import { hasControlCharacter } from "../fields.ts";
 import { workspaceFilesDir } from "../projects/workspace-db.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
-import type { WorkspaceDatabases } from "./databases.ts";
+import type { WorkspaceStore } from "./store.ts";
 import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
 interface FileRow {
@@ -251,14 +251,13 @@ export async function deleteFile({ ctx, id }: { ctx: WorkspaceCtx; id: string })
 
 /** Upload leftovers older than this go; no upload takes a day, so none in progress is touched. */
 const LEFTOVER_AGE_MS = DAY_MS;
-const LEFTOVER_CHUNK = 500;
 
 /**
  * Removes what uploads cut short by a crash left in the workspaces' file directories: `<id>.part`
  * files, and `<id>` files whose row never committed (see `uploadFile`). Only entries last written
  * more than a day ago.
  */
-export async function sweepUploadLeftovers(deps: Deps, databases: WorkspaceDatabases): Promise<void> {
+export async function sweepUploadLeftovers(deps: Deps, store: WorkspaceStore): Promise<void> {
   const projects = await deps.db
     .selectFrom("projects")
     .select("id")
@@ -267,38 +266,32 @@ export async function sweepUploadLeftovers(deps: Deps, databases: WorkspaceDatab
   const cutoff = Date.now() - LEFTOVER_AGE_MS;
   for (const { id: projectId } of projects) {
     try {
-      await removeLeftovers(databases, projectId, workspaceFilesDir(deps, projectId), cutoff);
+      await removeLeftovers(store, projectId, workspaceFilesDir(deps, projectId), cutoff);
     } catch (error) {
       deps.log.error({ err: error, projectId }, "sweeping a workspace's upload leftovers failed");
     }
   }
 }
 
-async function removeLeftovers(databases: WorkspaceDatabases, projectId: string, dir: string, cutoff: number) {
+async function removeLeftovers(store: WorkspaceStore, projectId: string, dir: string, cutoff: number) {
   const old: string[] = [];
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     const info = await stat(path.join(dir, name)).catch(() => undefined);
     if (info?.isFile() && info.mtimeMs < cutoff) old.push(name);
   }
-  // Only a workspace with old files on disk is opened (and takes a place in the cache).
+  // Only a workspace with old files on disk is opened (and takes a place in the pool).
   if (old.length === 0) return;
-  const db = databases.get(projectId);
-  if (!db) return;
-  const ids = old.filter((name) => !name.endsWith(".part"));
-  const kept = new Set<string>();
-  for (let i = 0; i < ids.length; i += LEFTOVER_CHUNK) {
-    const rows = await db
-      .selectFrom("files")
-      .select("id")
-      .where("id", "in", ids.slice(i, i + LEFTOVER_CHUNK))
-      .execute();
-    for (const row of rows) kept.add(row.id as string);
-  }
+  const listed = await store.listedFiles(
+    projectId,
+    old.filter((name) => !name.endsWith(".part")),
+  );
+  if (!listed) return;
+  const kept = new Set(listed);
   for (const name of old) if (!kept.has(name)) await rm(path.join(dir, name), { force: true });
 }
 
-export function fileJobs(deps: Deps, databases: WorkspaceDatabases): JobHandlers {
-  return { "workspace.upload_leftovers": { handle: () => sweepUploadLeftovers(deps, databases) } };
+export function fileJobs(deps: Deps, store: WorkspaceStore): JobHandlers {
+  return { "workspace.upload_leftovers": { handle: () => sweepUploadLeftovers(deps, store) } };
 }
 
 export const fileSchedule: RecurringJob[] = [

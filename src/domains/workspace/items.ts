@@ -5,7 +5,7 @@ import { MAX_BODY_BYTES } from "../../http/body-limit.ts";
 import { newId } from "../../lib/ids.ts";
 import { requireAdmin, requireMember, type WorkspaceCtx } from "./access.ts";
 import { auditEvent } from "./audit.ts";
-import type { WorkspaceDb } from "./databases.ts";
+import type { WorkspaceDb } from "./pool.ts";
 import { insertWithEvent, writeWithEvent } from "./writes.ts";
 
 interface CollectionRow {

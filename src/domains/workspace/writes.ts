@@ -3,8 +3,8 @@ import type { Dialect } from "../../db/database.ts";
 import { chunked } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { WorkspaceCtx } from "./access.ts";
-import type { WorkspaceDb } from "./databases.ts";
 import { outboxRows, type WorkspaceEvent } from "./dispatch.ts";
+import type { WorkspaceDb } from "./pool.ts";
 
 /** What a write answers, and the event it raises (none if it changed nothing worth telling). */
 export interface Applied<T = unknown> {

@@ -128,23 +128,28 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       if (!credentials) await limitRate(c, runtime.limiter, `ip:${address}`, rateLimitPerMinute);
       throw error;
     }
-    if (credentials) {
-      await limitRate(c, runtime.limiter, `ws-auth:${visit.project.id}:${address}`, authRateLimitPerMinute);
+    // The workspace stays held (open) until the request is over, whatever its outcome.
+    try {
+      if (credentials) {
+        await limitRate(c, runtime.limiter, `ws-auth:${visit.project.id}:${address}`, authRateLimitPerMinute);
+      }
+      // Rate-limited per principal, as the console API is: the project's admin token, an org
+      // API key or account (their console budget), a workspace user, or the address (unless it
+      // paid above).
+      if (!credentials || visit.caller.kind !== "anonymous") {
+        await limitRate(c, runtime.limiter, workspaceBucket(visit, address), rateLimitPerMinute);
+      }
+      assertSameOriginWrite(c, trustedOrigin, sessionCookie);
+      // Who may call comes before what was sent, and before the project's state: a workspace user
+      // hears 403 from an admin operation, a read-only key from any write, and an anonymous caller
+      // 401, whatever the body (or its size) and whether or not the project is paused (409).
+      if (admits === "admin") requireAdmin(visit, write);
+      else if (admits === "member") requireMember(visit, write);
+      c.set("workspace", openWorkspace(c, runtime, visit));
+      await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
+    } finally {
+      visit.lease?.release();
     }
-    // Rate-limited per principal, as the console API is: the project's admin token, an org
-    // API key or account (their console budget), a workspace user, or the address (unless it
-    // paid above).
-    if (!credentials || visit.caller.kind !== "anonymous") {
-      await limitRate(c, runtime.limiter, workspaceBucket(visit, address), rateLimitPerMinute);
-    }
-    assertSameOriginWrite(c, trustedOrigin, sessionCookie);
-    // Who may call comes before what was sent, and before the project's state: a workspace user
-    // hears 403 from an admin operation, a read-only key from any write, and an anonymous caller
-    // 401, whatever the body (or its size) and whether or not the project is paused (409).
-    if (admits === "admin") requireAdmin(visit, write);
-    else if (admits === "member") requireMember(visit, write);
-    c.set("workspace", openWorkspace(c, runtime, visit));
-    await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
   });
   return app
     .route("/", authRoutes())
