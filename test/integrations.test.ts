@@ -781,6 +781,19 @@ describe("integrations", () => {
       expect(JSON.stringify(delivery)).not.toContain(ddKey);
       expect(JSON.stringify(delivery)).not.toContain(ghToken);
     }
+    // Nor in an attempt: its URL, which for slack and discord is the credential, is not kept.
+    const attempts = await app.server.deps.db
+      .selectFrom("webhook_attempts")
+      .select(["url", "request_headers"])
+      .where(
+        "delivery_id",
+        "in",
+        Object.values(sent).map((delivery) => delivery.id),
+      )
+      .execute();
+    expect(attempts).toHaveLength(4);
+    for (const attempt of attempts) expect(attempt.url).toBeNull();
+    expect(JSON.stringify(attempts)).not.toMatch(/sEcReT01|tOkEn02/);
   });
 
   it("the test send reports a receiver's failure after one attempt", async () => {

@@ -45,6 +45,7 @@ describe("insertRows and oneOf, against the test database", () => {
     error: text,
     response_body: text === null ? null : `${text}!`,
     request_headers: null,
+    url: null,
     created_at: "2026-01-02T03:04:05.678Z",
   });
 

@@ -198,7 +198,7 @@ describe("workspace webhooks", () => {
         url: `${receiver.url}/crud`,
         events: ["items:posts"],
         secret: "crud-secret-value",
-        headers: { "X-Tenant": "acme" },
+        headers: { "X-Tenant": "acme-corp" },
         payloadFields: ["title"],
       });
       expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -208,7 +208,8 @@ describe("workspace webhooks", () => {
         name: "crud",
         url: `${receiver.url}/crud`,
         events: ["items:posts"],
-        headers: { "X-Tenant": "acme" },
+        // Header values are masked as read (workspace-webhook-headers.test.ts).
+        headers: { "X-Tenant": "••••corp" },
         payloadFields: ["title"],
         active: true,
         consecutiveFailures: 0,
@@ -240,7 +241,7 @@ describe("workspace webhooks", () => {
         name: "crud renamed",
         url: `${receiver.url}/crud`,
         events: ["items:posts:created", "auth"],
-        headers: { "X-Tenant": "globex" },
+        headers: { "X-Tenant": "••••obex" },
         payloadFields: null,
         active: true,
       });
@@ -656,13 +657,13 @@ describe("workspace webhooks", () => {
           name: `patched ${h}`,
           url: `${receiver.url}/reserved`,
           events: ["items"],
-          headers: { "X-Tenant": "acme" },
+          headers: { "X-Tenant": "acme-corp" },
         });
         const patched = await alpha.api("PATCH", `/webhooks/${hook.id}`, {
           headers: { "X-Tenant": "x", [h]: "forged" },
         });
         expect(errorPaths(patched)).toEqual([`headers.${h}`]);
-        expect((await alpha.getHook(hook.id)).headers).toEqual({ "X-Tenant": "acme" });
+        expect((await alpha.getHook(hook.id)).headers).toEqual({ "X-Tenant": "••••corp" });
       },
     );
 

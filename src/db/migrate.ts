@@ -9,6 +9,7 @@ import { leanDeliveries } from "./migrations/0006-lean-deliveries.ts";
 import { forgetIntegrationCredentials } from "./migrations/0007-forget-integration-credentials.ts";
 import { fewerIndexWrites } from "./migrations/0008-fewer-index-writes.ts";
 import { idempotencyKeys } from "./migrations/0009-idempotency-keys.ts";
+import { attemptUrls } from "./migrations/0010-attempt-urls.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -22,6 +23,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0007-forget-integration-credentials": forgetIntegrationCredentials(),
     "0008-fewer-index-writes": fewerIndexWrites(),
     "0009-idempotency-keys": idempotencyKeys(),
+    "0010-attempt-urls": attemptUrls(),
   };
 }
 

@@ -210,6 +210,8 @@ export interface WebhookAttemptsTable {
   response_body: string | null;
   /** The headers exactly as sent, signatures included (no secrets: the secret never travels). */
   request_headers: string | null;
+  /** Where it was sent; null for an integration's (its URL may be a credential) and before 0010. */
+  url: string | null;
   created_at: string;
 }
 

@@ -5,6 +5,7 @@ import { type FieldIssue, ValidationError } from "../../errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import { isMasked, maskSecret } from "../../lib/mask.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { toFieldIssues } from "../fields.ts";
@@ -21,17 +22,6 @@ import {
 } from "./schemas.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
-
-const MASK = "••••";
-
-function isMasked(value: unknown): boolean {
-  return typeof value === "string" && value.startsWith(MASK);
-}
-
-/** A secret is shown only by the last four characters of a string (a value of another type not at all). */
-function maskSecret(value: unknown): string {
-  return typeof value === "string" && value.length > 4 ? `${MASK}${value.slice(-4)}` : MASK;
-}
 
 /** Parts of a name that say a config value is a credential, whatever the provider makes of it. */
 const SECRET_PART =

@@ -28,8 +28,8 @@ export interface AttemptRequest {
   final: boolean;
   /** Send even when the webhook is switched off (test sends, replays). */
   includeInactive?: boolean;
-  /** Re-send with exactly these headers (a replay of an earlier attempt), even if finished. */
-  replayHeaders?: Record<string, string>;
+  /** Re-send an earlier attempt's request as it went, to where it went, even if finished. */
+  replay?: { url: string; headers: Record<string, string> };
   /** The delivery as its caller has just committed it, in place of reading it back. */
   delivery?: Delivery;
   /** The longest this attempt may take, when shorter than WEBHOOK_TIMEOUT_MS (a job's deadline). */
@@ -55,6 +55,7 @@ interface Sent {
   delivery: Delivery;
   target: Target;
   request: AttemptRequest;
+  url: string;
   headers: Record<string, string>;
   response: OutboundResponse;
   ok: boolean;
@@ -96,7 +97,7 @@ export async function startAttempts(
   return requests.map(async (request): Promise<Attempt> => {
     const delivery = deliveries.get(request.deliveryId);
     if (!delivery) return { result: { status: null, ok: false, error: null }, record: null };
-    if (TERMINAL.has(delivery.status) && !request.replayHeaders) {
+    if (TERMINAL.has(delivery.status) && !request.replay) {
       const status = delivery.status as DeliveryStatus;
       return { result: { status, ok: status === "succeeded", error: null }, record: null };
     }
@@ -122,18 +123,21 @@ async function send(
   const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
   // Reserved headers come last, and custom ones that name them are dropped, so a webhook's custom
   // headers can never replace Content-Type or an X-Service-* header.
-  const headers = request.replayHeaders ?? {
+  // A replay goes where the request it repeats went: its headers, custom ones included, were
+  // meant for that address, not for one the webhook was moved to since.
+  const url = request.replay?.url ?? target.url;
+  const headers = request.replay?.headers ?? {
     ...target.extraHeaders,
     ...withoutNamesOf(fromJsonColumn<Record<string, string>>(delivery.headers, {}), target.extraHeaders),
     ...(target.secret ? signatureHeaders(target.secret, delivery.body, timestamp) : {}),
   };
   const response: OutboundResponse = target.refusal
     ? { statusCode: null, body: null, latencyMs: 0, error: target.refusal }
-    : await deps.outbound.post(target.url, headers, delivery.body, signal, request.timeoutMs);
+    : await deps.outbound.post(url, headers, delivery.body, signal, request.timeoutMs);
   const ok = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
   const error = ok ? null : (response.error ?? `HTTP ${response.statusCode}`);
   const status: DeliveryStatus = ok ? "succeeded" : request.final ? "dead" : "failed";
-  return { delivery, target, request, headers, response, ok, status, error };
+  return { delivery, target, request, url, headers, response, ok, status, error };
 }
 
 /**
@@ -166,13 +170,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
   for (const s of sent) {
     const occurrence = seen.get(s.delivery.id) ?? 0;
     seen.set(s.delivery.id, occurrence + 1);
-    const key = JSON.stringify([
-      s.status,
-      s.response.statusCode,
-      s.error,
-      s.request.replayHeaders !== undefined,
-      occurrence,
-    ]);
+    const key = JSON.stringify([s.status, s.response.statusCode, s.error, s.request.replay !== undefined, occurrence]);
     const group = groups.get(key);
     if (group) group.push(s);
     else groups.set(key, [s]);
@@ -182,7 +180,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     const s = group[0] as Sent;
     // A failed attempt leaves a delivery another attempt finished meanwhile (a manual retry that
     // succeeded, a breaker's skip) as it is; a success, or a replay, always says how it went.
-    const keepsFinished = !s.ok && !s.request.replayHeaders;
+    const keepsFinished = !s.ok && !s.request.replay;
     const counted = await trx
       .updateTable("webhook_deliveries")
       .set((eb) => ({
@@ -217,6 +215,7 @@ export async function recordAttempts(trx: Db, deps: Deps, records: AttemptRecord
     request_headers: toJsonColumn(
       s.target.secretHeaders ? withoutNamesOf(s.headers, s.target.extraHeaders) : s.headers,
     ),
+    url: s.target.secretHeaders ? null : s.url,
     created_at: at,
   }));
   await insertRows(trx, deps.dialect, "webhook_attempts", attempts);

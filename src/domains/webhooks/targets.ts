@@ -9,7 +9,10 @@ export interface Target {
   secret: string | null;
   /** Custom headers, reserved names already removed. */
   extraHeaders: Record<string, string>;
-  /** True when `extraHeaders` are credentials (an integration's): sent, never stored with an attempt. */
+  /**
+   * True when `extraHeaders` are credentials (an integration's): sent, never stored with an
+   * attempt, nor is `url`, which may be one too (a Slack webhook URL).
+   */
   secretHeaders: boolean;
   /** Org and workspace webhooks have a breaker; the org URL and integrations do not. */
   webhookId: string | null;

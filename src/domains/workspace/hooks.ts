@@ -4,6 +4,7 @@ import type { WebhooksTable } from "../../db/schema.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import { isMasked, maskSecret } from "../../lib/mask.ts";
 import { recordAuditAs } from "../audit/service.ts";
 import { ownedRecords } from "../owned-records.ts";
 import { deliveryView, listDeliveries } from "../webhooks/deliveries.ts";
@@ -24,14 +25,21 @@ export interface WorkspaceHookInput {
   active?: boolean | undefined;
 }
 
-/** A workspace hook as listed: never its secret, only whether it has one. */
+function storedHeaders(row: WebhookRow): Record<string, string> {
+  return fromJsonColumn<Record<string, string>>(row.headers, {});
+}
+
+/**
+ * A workspace hook as read: never its secret, only whether it has one, and its custom headers'
+ * values masked as integration secrets are (they often carry a receiver's credentials).
+ */
 function toHook(row: WebhookRow) {
   return {
     id: row.id,
     name: row.name ?? "",
     url: row.url,
     events: fromJsonColumn<string[]>(row.events, []),
-    headers: fromJsonColumn<Record<string, string>>(row.headers, {}),
+    headers: Object.fromEntries(Object.entries(storedHeaders(row)).map(([name, value]) => [name, maskSecret(value)])),
     payloadFields: fromJsonColumn<string[] | null>(row.payload_fields, null),
     hasSecret: row.secret !== null,
     active: Boolean(row.active),
@@ -101,12 +109,55 @@ function assertHeadersAllowed(headers: Record<string, string> | null | undefined
     else if (CLIENT_HEADERS.has(lower))
       issues.push({ path, message: "set by the HTTP client from the request itself" });
     else if (seen.has(lower)) issues.push({ path, message: `the same header as '${seen.get(lower)}'` });
-    if (!HEADER_VALUE.test(value)) {
+    if (isMasked(value)) {
+      issues.push({
+        path,
+        message: "is masked, as read, and no value is stored under this name: send the value itself",
+      });
+    } else if (!HEADER_VALUE.test(value)) {
       issues.push({ path, message: "a header value may hold visible ASCII, spaces and tabs only" });
     }
     seen.set(lower, name);
   }
   if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/**
+ * The custom headers a PATCH leaves on `current` (undefined: as they are). A value sent back
+ * masked, as read, keeps the one stored under that name (in any case), so a read-modify-write
+ * keeps it. Stored values never follow a change of `url`, neither sent back masked nor left out:
+ * whoever can edit the hook could otherwise send credentials they never saw to an address of
+ * their choosing. Such a change needs the headers again in full (or `null` to drop them).
+ */
+function headersAfter(current: WebhookRow, input: WorkspaceHookInput): Record<string, string> | null | undefined {
+  const stored = storedHeaders(current);
+  const moves = input.url !== undefined && input.url !== current.url;
+  if (input.headers === undefined) {
+    if (moves && Object.keys(stored).length > 0) {
+      throw new ValidationError([
+        { path: "headers", message: "must be sent again, in full (or null to drop them), when url changes" },
+      ]);
+    }
+    return undefined;
+  }
+  if (input.headers === null) return null;
+  const sent = Object.entries(input.headers);
+  if (moves) {
+    const kept = sent.filter(([, value]) => isMasked(value));
+    if (kept.length > 0) {
+      throw new ValidationError(
+        kept.map(([name]) => ({
+          path: `headers.${name}`,
+          message: "must be sent again, not masked, when url changes",
+        })),
+      );
+    }
+  }
+  const byName = new Map(Object.entries(stored).map(([name, value]) => [name.toLowerCase(), value]));
+  // A masked value with nothing stored under its name stays masked, for assertHeadersAllowed to refuse.
+  return Object.fromEntries(
+    sent.map(([name, value]) => [name, isMasked(value) ? (byName.get(name.toLowerCase()) ?? value) : value]),
+  );
 }
 
 const hooks = ownedRecords("webhooks", "webhook");
@@ -171,14 +222,12 @@ export async function getHook({ ctx, id }: { ctx: WorkspaceCtx; id: string }) {
 export async function updateHook({ ctx, id, input }: { ctx: WorkspaceCtx; id: string; input: WorkspaceHookInput }) {
   requireAdmin(ctx, true);
   await hooks.find(ctx.deps, ownedBy(ctx), id);
-  assertHeadersAllowed(input.headers);
   if (input.url !== undefined) await assertDeliverableUrl(ctx.deps, input.url, "url");
   const changes: Partial<WebhookRow> = {
     ...(input.name !== undefined ? { name: input.name } : {}),
     ...(input.url !== undefined ? { url: input.url } : {}),
     ...(input.events !== undefined ? { events: toJsonColumn(input.events) ?? "[]" } : {}),
     ...(input.secret !== undefined ? { secret: input.secret } : {}),
-    ...(input.headers !== undefined ? { headers: input.headers ? toJsonColumn(input.headers) : null } : {}),
     ...(input.payloadFields !== undefined
       ? {
           payload_fields:
@@ -193,13 +242,20 @@ export async function updateHook({ ctx, id, input }: { ctx: WorkspaceCtx; id: st
       ctx.deps,
       ownedBy(ctx),
       id,
-      () => ({
-        ...changes,
-        // `active: true` always starts the counter afresh (SPEC: it resumes and resets), also on a
-        // hook still active with some failures counted.
-        ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
-        updated_at: ctx.deps.clock.now().toISOString(),
-      }),
+      // Headers are settled against the hook as it stands, locked: a concurrent change of its url
+      // or headers cannot carry stored values past the rules of headersAfter.
+      (current) => {
+        const headers = headersAfter(current, input);
+        assertHeadersAllowed(headers);
+        return {
+          ...changes,
+          ...(headers !== undefined ? { headers: headers ? toJsonColumn(headers) : null } : {}),
+          // `active: true` always starts the counter afresh (SPEC: it resumes and resets), also on a
+          // hook still active with some failures counted.
+          ...(input.active === true ? { active: 1, consecutive_failures: 0, disabled_reason: null } : {}),
+          updated_at: ctx.deps.clock.now().toISOString(),
+        };
+      },
       // As it is now: of concurrent resumes only the first finds the hook disabled.
       (current) =>
         auditHook(
@@ -270,18 +326,19 @@ export async function listHookDeliveries({
 
 /**
  * Sends a past delivery again exactly as it first went: same body, same headers, same signature
- * (a receiver that checks freshness may refuse an old timestamp; that is the receiver's call).
- * The attempt is recorded like any other and counts for the breaker of an active webhook. A
- * delivery still being retried keeps its retries if this attempt fails (a success ends them);
- * a finished one takes this attempt's outcome, with no retries after it. A deleted webhook's
- * deliveries are gone with it (404).
+ * (a receiver that checks freshness may refuse an old timestamp; that is the receiver's call),
+ * to the same URL, whatever the webhook's is now (its address is checked again at connect, as
+ * every send's is). The attempt is recorded like any other and counts for the breaker of an
+ * active webhook. A delivery still being retried keeps its retries if this attempt fails (a
+ * success ends them); a finished one takes this attempt's outcome, with no retries after it. A
+ * deleted webhook's deliveries are gone with it (404).
  */
 export async function retryDelivery({ ctx, id: deliveryId }: { ctx: WorkspaceCtx; id: string }) {
   requireAdmin(ctx, true);
   const delivery = await ctx.deps.db
     .selectFrom("webhook_deliveries as d")
     .innerJoin("webhooks as w", "w.id", "d.target_id")
-    .select(["d.id", "d.status", "d.target_id"])
+    .select(["d.id", "d.status", "d.target_id", "d.url"])
     .where("d.id", "=", deliveryId)
     .where("d.target_type", "=", "webhook")
     .where("d.project_id", "=", ctx.project.id)
@@ -290,7 +347,7 @@ export async function retryDelivery({ ctx, id: deliveryId }: { ctx: WorkspaceCtx
   if (!delivery) throw new NotFoundError("delivery not found");
   const first = await ctx.deps.db
     .selectFrom("webhook_attempts")
-    .select("request_headers")
+    .select(["request_headers", "url"])
     .where("delivery_id", "=", deliveryId)
     .orderBy("attempt")
     .executeTakeFirst();
@@ -301,7 +358,11 @@ export async function retryDelivery({ ctx, id: deliveryId }: { ctx: WorkspaceCtx
   await attemptDelivery(ctx.deps, deliveryId, {
     final: delivery.status !== "pending" && delivery.status !== "failed",
     includeInactive: true,
-    replayHeaders: fromJsonColumn<Record<string, string>>(first.request_headers, {}),
+    replay: {
+      // An attempt recorded before attempts kept their URL (0010) went where the delivery was made for.
+      url: first.url ?? delivery.url,
+      headers: fromJsonColumn<Record<string, string>>(first.request_headers, {}),
+    },
   });
   return { delivery: await deliveryView(ctx.deps.db, deliveryId) };
 }

@@ -38,7 +38,10 @@ export const HookSchema = z
     name: z.string(),
     url: z.string(),
     events: z.array(z.string()),
-    headers: z.record(z.string(), z.string()),
+    headers: z.record(z.string(), z.string()).openapi({
+      description:
+        "Custom headers, each value masked: `••••` and its last four characters (of four or fewer, `••••` alone)",
+    }),
     payloadFields: z.array(z.string()).nullable(),
     hasSecret: z.boolean(),
     ...breakerState,
@@ -58,10 +61,16 @@ export const HookInput = z.object(hookFields).openapi("WorkspaceWebhookInput");
 export const HookUpdate = z
   .object({
     name: hookFields.name.optional(),
-    url: hookFields.url.optional(),
+    url: hookFields.url.optional().openapi({
+      description: "A new url needs `headers` again, in full (or null), when the webhook has any (422)",
+    }),
     events: hookFields.events.optional(),
     secret: hookFields.secret,
-    headers: hookFields.headers,
+    headers: hookFields.headers.openapi({
+      description:
+        "Replaces the custom headers. A value sent back masked, as read, keeps the one stored under that " +
+        "name; not when `url` changes, which needs every value again (422 naming `headers.<name>`)",
+    }),
     payloadFields: hookFields.payloadFields,
     active: z.boolean().optional(),
   })

@@ -87,7 +87,7 @@ const retry = createRoute({
   method: "post",
   path: "/webhooks/_deliveries/{id}/retry",
   tags,
-  summary: "Re-send a past delivery with its original body, headers and signature",
+  summary: "Re-send a past delivery with its original body, headers and signature, to its original URL",
   security: adminOnly,
   request: { params: IdP },
   responses: { 200: jsonContent(oneDelivery, "The delivery after the re-send"), ...errors },
