@@ -15,6 +15,7 @@ import type { ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
 import { errorBody } from "../http/envelope.ts";
 import { RateLimiter } from "../http/rate-limit.ts";
+import { SIGN_IN_FAILURE_WINDOW_MS, SignInFailures } from "../http/sign-in-failures.ts";
 import { closeDeps, createWorker, openDeps, type StartOptions, WORKSPACE_CACHE_SIZE } from "./runtime.ts";
 import { WorkerThread } from "./worker-thread.ts";
 
@@ -46,6 +47,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   });
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
+  const failureLimiter = new RateLimiter(deps.db, clock, log, SIGN_IN_FAILURE_WINDOW_MS);
+  failureLimiter.start();
+  const signInFailures = new SignInFailures(failureLimiter, config.signInFailuresPerAccount);
   const databases = new WorkspaceDatabases(deps, WORKSPACE_CACHE_SIZE);
   const threaded = config.workers > 0 && config.workerThread && options.clock === undefined;
   const thread = threaded ? await WorkerThread.start(deps, databases) : undefined;
@@ -62,7 +66,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     deps,
     auth,
     limiter,
-    workspace: { deps, auth, databases, dispatcher, limiter },
+    signInFailures,
+    workspace: { deps, auth, databases, dispatcher, limiter, signInFailures },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {
@@ -104,7 +109,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         thread?.stop(),
       ]);
       await dispatcher.settle();
-      await limiter.stop();
+      await Promise.all([limiter.stop(), failureLimiter.stop()]);
       await databases.closeAll();
       await closeDeps(deps, database);
     })();
