@@ -32,6 +32,7 @@ import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
+import type { SignInFailures } from "./http/sign-in-failures.ts";
 
 const API_VERSION = "0.0.1";
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -76,12 +77,13 @@ export interface AppParts {
   deps: Deps;
   auth: Auth;
   limiter: RateLimiter;
+  signInFailures: SignInFailures;
   workspace: WorkspaceRuntime;
   /** True once `SIGTERM` has come: health answers 503 so that a load balancer stops sending. */
   shuttingDown?: () => boolean;
 }
 
-export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppParts): Hono<AppEnv> {
+export function createApp({ deps, auth, limiter, signInFailures, workspace, shuttingDown }: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
@@ -93,7 +95,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
   // One middleware, awaiting only when it must: it runs on every request.
   api.use("*", async (c, next) => {
     if (PUBLIC_PATHS.has(c.req.path)) {
-      await limitRate(c, limiter, `public:${c.get("clientIp")}`, limits.perMinute);
+      await limitRate(c, limiter, `public:${c.get("clientRateKey")}`, limits.perMinute);
       return next();
     }
     const identifying = identifyCaller(deps, auth, c);
@@ -133,7 +135,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
         throw new UnavailableError("database unreachable");
       }
     })
-    .route("/", authRoutes(deps, auth))
+    .route("/", authRoutes(deps, auth, signInFailures))
     .route("/", accountRoutes(deps))
     .route("/", orgRoutes(deps))
     .route("/", memberRoutes(deps))
@@ -187,7 +189,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
   // Paths outside both APIs (answered 404) are rate-limited by address like any anonymous call.
   app.use("*", async (c, next) => {
     if (c.req.path.startsWith("/api/") || WORKSPACE_API.test(c.req.path)) return next();
-    await limitRate(c, limiter, `ip:${c.get("clientIp")}`, limits.perMinute);
+    await limitRate(c, limiter, `ip:${c.get("clientRateKey")}`, limits.perMinute);
     return next();
   });
   app.route("/api", api);

@@ -1,5 +1,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
+import { MAX_FORWARDED_HOPS, type TrustProxy } from "./lib/client-address.ts";
+import { parseAllowlistEntry } from "./lib/ip.ts";
 
 const booleanFlag = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -19,6 +21,26 @@ const nonNegativeInt = wholeNumber(0, Number.MAX_SAFE_INTEGER);
 const milliseconds = (min: number) => wholeNumber(min, MAX_TIMER_MS);
 /** Up to ten years. */
 const days = (min: number) => wholeNumber(min, 3650);
+
+/**
+ * `false` (no proxy), how many proxies stand in front, or their addresses and CIDR ranges.
+ * `true` is refused: it used to take the leftmost X-Forwarded-For entry, which the client writes.
+ */
+const trustProxy = z.string().transform((text, ctx): TrustProxy => {
+  const word = text.trim().toLowerCase();
+  if (word === "false" || word === "no") return { hops: 0 };
+  if (/^\d{1,3}$/.test(word) && Number(word) <= MAX_FORWARDED_HOPS) return { hops: Number(word) };
+  const proxies = text.split(",").map((entry) => entry.trim());
+  if (proxies.every((entry) => parseAllowlistEntry(entry) !== null)) return { proxies };
+  ctx.addIssue({
+    code: "custom",
+    message:
+      word === "true" || word === "yes"
+        ? `"${text}" is no longer accepted (it let clients name their own address): set the number of proxies in front of Plinth (1 for one) or their addresses and CIDR ranges (10.0.0.0/8,2001:db8::/32)`
+        : `must be false, the number of proxies in front of Plinth (0–${MAX_FORWARDED_HOPS}), or a comma-separated list of their addresses and CIDR ranges`,
+  });
+  return z.NEVER;
+});
 
 export const REGIONS = ["ist", "fra", "ams", "lhr", "sjc", "iad", "sin", "syd"] as const;
 const HOSTNAME = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/;
@@ -55,7 +77,8 @@ const EnvSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   RATE_LIMIT_PER_MINUTE: positiveInt.default(600),
   AUTH_RATE_LIMIT_PER_MINUTE: positiveInt.default(20),
-  TRUST_PROXY: booleanFlag.default(false),
+  TRUST_PROXY: trustProxy.default({ hops: 0 }),
+  SIGN_IN_FAILURES_PER_ACCOUNT: positiveInt.default(10),
   INVITATION_TTL_DAYS: days(1).default(7),
   SHUTDOWN_TIMEOUT_MS: milliseconds(0).default(10_000),
   SHUTDOWN_DELAY_MS: milliseconds(0).default(0),
@@ -94,7 +117,9 @@ export type Config = {
   logLevel: z.infer<typeof EnvSchema>["LOG_LEVEL"];
   rateLimitPerMinute: number;
   authRateLimitPerMinute: number;
-  trustProxy: boolean;
+  trustProxy: TrustProxy;
+  /** Failed sign-ins per account (per project and e-mail in a workspace) in a 15-minute window. */
+  signInFailuresPerAccount: number;
   invitationTtlDays: number;
   shutdownTimeoutMs: number;
   /**
@@ -153,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     authRateLimitPerMinute: e.AUTH_RATE_LIMIT_PER_MINUTE,
     trustProxy: e.TRUST_PROXY,
+    signInFailuresPerAccount: e.SIGN_IN_FAILURES_PER_ACCOUNT,
     invitationTtlDays: e.INVITATION_TTL_DAYS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,

@@ -39,8 +39,40 @@ describe("configuration", () => {
     ["WEBHOOK_TIMEOUT_MS", "3000000000"],
     ["SHUTDOWN_TIMEOUT_MS", "99999999999"],
     ["WORKER_THREAD", "maybe"],
+    ["TRUST_PROXY", "33"],
+    ["TRUST_PROXY", "-1"],
+    ["TRUST_PROXY", "1.5"],
+    ["TRUST_PROXY", "proxy.internal"],
+    ["TRUST_PROXY", "10.0.0.1,,10.0.0.2"],
+    ["TRUST_PROXY", "10.0.0.0/33"],
+    ["TRUST_PROXY", "2001:db8::/129"],
+    ["SIGN_IN_FAILURES_PER_ACCOUNT", "0"],
   ])("refuses %s=%j, naming it", (name, value) => {
     expect(refusal({ [name]: value })).toContain(`${name}:`);
+  });
+
+  it.each([
+    ["false", { hops: 0 }],
+    ["no", { hops: 0 }],
+    ["0", { hops: 0 }],
+    ["1", { hops: 1 }],
+    [" 2 ", { hops: 2 }],
+    ["32", { hops: 32 }],
+    ["10.0.0.1", { proxies: ["10.0.0.1"] }],
+    ["10.0.0.0/8, 2001:db8::/32,::1", { proxies: ["10.0.0.0/8", "2001:db8::/32", "::1"] }],
+  ])("reads TRUST_PROXY=%j", (value, trustProxy) => {
+    expect(loadConfig({ TRUST_PROXY: value }).trustProxy).toEqual(trustProxy);
+  });
+
+  it("trusts no proxy and counts 10 failed sign-ins per account by default", () => {
+    expect(loadConfig({})).toMatchObject({ trustProxy: { hops: 0 }, signInFailuresPerAccount: 10 });
+  });
+
+  it.each(["true", "yes", "TRUE"])("refuses TRUST_PROXY=%s, saying what to set instead", (value) => {
+    const message = refusal({ TRUST_PROXY: value });
+    expect(message).toContain("TRUST_PROXY:");
+    expect(message).toContain("number of proxies");
+    expect(message).toContain("addresses");
   });
 
   it("takes good values of the same variables", () => {

@@ -13,6 +13,11 @@ import {
 
 const MINUTE = 60_000;
 
+/** Windows are fixed minutes: moves to the start of the next, so a test's calls all fall in one. */
+function toNextMinute(app: TestApp): void {
+  app.clock.advance(MINUTE - (app.clock.now().getTime() % MINUTE) + 10);
+}
+
 describe("rate limiting per principal", () => {
   let app: TestApp;
   let token: string;
@@ -28,6 +33,7 @@ describe("rate limiting per principal", () => {
   afterAll(() => app.close());
 
   it("counts down in RateLimit-* headers, then answers 429 with Retry-After", async () => {
+    toNextMinute(app);
     for (let i = 1; i <= 5; i++) {
       const res = await call(app, "GET", "/orgs", { token });
       expect(res.status).toBe(200);
@@ -52,6 +58,7 @@ describe("rate limiting per principal", () => {
   });
 
   it("limits anonymous callers by address, on error responses too", async () => {
+    toNextMinute(app);
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
       const res = await call(app, "GET", "/orgs");
@@ -77,6 +84,7 @@ describe("sign-in and sign-up limit", () => {
   afterAll(() => app.close());
 
   it("refuses the fourth credential attempt in a minute from one address", async () => {
+    toNextMinute(app);
     const email = uniqueEmail();
     const attempt = () => call(app, "POST", "/auth/sign-in/email", { body: { email, password: "wrong-password-1" } });
     expect((await attempt()).status).toBe(401);
@@ -103,6 +111,7 @@ describe("workspace sign-in and sign-up limit", () => {
     const owner = await signUp(app);
     const { slug } = await createOrg(app, owner, "Guarded Org");
     const { id } = await createActiveProject(app, owner, slug, "Guarded");
+    toNextMinute(app);
     const post = (path: string, body: unknown) =>
       fetch(`${app.url}/w/${id}/api${path}`, {
         method: "POST",
@@ -184,9 +193,13 @@ describe("the last part of a shared budget", () => {
   });
   afterAll(() => app.close());
 
-  /** Two limiters of one database, as two processes would have, on a clock that stands still. */
+  /**
+   * Two limiters of one database, as two processes would have, on a clock that stands still: in
+   * the app's current minute, whose counters the app's own limiters do not prune as ended.
+   */
   function twoProcesses() {
-    const frozen = { now: () => new Date(Date.UTC(2026, 0, 1, 12, 0, 30)) };
+    const at = new Date(Math.floor(app.clock.now().getTime() / MINUTE) * MINUTE + 30_000);
+    const frozen = { now: () => at };
     const { db, log } = app.server.deps;
     return [new RateLimiter(db, frozen, log), new RateLimiter(db, frozen, log)] as const;
   }

@@ -15,6 +15,9 @@ export interface AuthOptions {
   log: Logger;
 }
 
+/** How `forward` (auth/routes.ts) hands better-auth the client's address, which sessions record. */
+export const CLIENT_IP_HEADER = "x-plinth-client-ip";
+
 const timestamps = { createdAt: "created_at", updatedAt: "updated_at" } as const;
 
 /**
@@ -44,6 +47,9 @@ export function createAuth({ db, dialect, config, secret, log }: AuthOptions) {
       // same way for its own routes and these; better-auth's check would also refuse API clients
       // that send no Origin at all, such as curl and CI scripts holding a session cookie.
       disableCSRFCheck: true,
+      // The address Plinth found (TRUST_PROXY), in full: better-auth would read X-Forwarded-For,
+      // which the client writes, and keep only an IPv6 client's /64.
+      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER], ipv6Subnet: 128 },
       database: { generateId: ({ model }) => newId(model === "user" ? "acct" : model.slice(0, 4)) },
     },
     logger: {

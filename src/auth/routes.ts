@@ -5,7 +5,8 @@ import type { Deps } from "../deps.ts";
 import type { AppEnv } from "../http/context.ts";
 import { codeOf, errorBody, statusOf } from "../http/envelope.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
-import type { Auth } from "./better-auth.ts";
+import type { SignInFailures } from "../http/sign-in-failures.ts";
+import { type Auth, CLIENT_IP_HEADER } from "./better-auth.ts";
 
 const tags = ["Authentication"];
 
@@ -117,6 +118,9 @@ async function forward(
 ): Promise<Response> {
   const headers = new Headers(c.req.raw.headers);
   headers.delete("content-length");
+  const clientIp = c.get("clientIp");
+  if (clientIp) headers.set(CLIENT_IP_HEADER, clientIp);
+  else headers.delete(CLIENT_IP_HEADER);
   if (body !== undefined) headers.set("content-type", "application/json");
   const response = await auth.handler(
     new Request(c.req.url, {
@@ -155,13 +159,26 @@ async function emailTaken(deps: Deps, email: string): Promise<boolean> {
   return row !== undefined;
 }
 
-export function authRoutes(deps: Deps, auth: Auth) {
+/** Where failed console sign-ins are counted (workspaces count theirs per project). */
+const CONSOLE = "console";
+
+export function authRoutes(deps: Deps, auth: Auth, signInFailures: SignInFailures) {
   return createRouter()
     .openapi(signUpRoute, (c) => {
       const input = c.req.valid("json");
       return forward(c, auth, input, () => emailTaken(deps, input.email)) as never;
     })
-    .openapi(signInRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
+    .openapi(signInRoute, (c) => {
+      const input = c.req.valid("json");
+      // better-auth answers 401 to a wrong password and to an unknown e-mail alike.
+      return signInFailures.attempt(
+        c,
+        CONSOLE,
+        input.email,
+        () => forward(c, auth, input),
+        (response) => response.status === 401,
+      ) as never;
+    })
     .openapi(signOutRoute, (c) => forward(c, auth, {}) as never)
     .openapi(getSessionRoute, (c) => forward(c, auth, undefined, undefined, withoutSessionToken) as never);
 }

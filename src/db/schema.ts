@@ -100,6 +100,7 @@ export interface AuditEventsTable {
 
 export interface RateLimitsTable {
   bucket: string;
+  /** The window's last minute (Unix ms / 60 000); for a one-minute window, its only one (`RateLimiter.rowOf`). */
   window_start: number;
   hits: number;
 }

@@ -11,6 +11,8 @@ export interface AppEnv {
     requestId: string;
     log: Logger;
     clientIp: string | null;
+    /** What the client's address counts under in rate limits: an IPv6 client's /64 (`rateKeyOf`). */
+    clientRateKey: string;
     /** Who is calling; null when no credentials were presented. */
     principal: Principal | null;
     /** Why presented credentials were refused (401 or 403), raised when an operation needs a caller. */

@@ -30,6 +30,7 @@ interface WindowState {
   syncedAt: number;
 }
 
+const MINUTE_MS = 60_000;
 const FLUSH_INTERVAL_MS = 200;
 const BATCH_SIZE = 200;
 /**
@@ -63,12 +64,24 @@ export class RateLimiter {
   private flushing: Promise<void> | undefined;
   private lastCleanupWindow = 0;
 
+  /** `windowMs`: whole minutes. */
   constructor(
     private readonly db: Kysely<Database>,
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly windowMs = 60_000,
-  ) {}
+    private readonly windowMs = MINUTE_MS,
+  ) {
+    if (windowMs <= 0 || windowMs % MINUTE_MS !== 0)
+      throw new Error("a rate-limit window is a whole number of minutes");
+  }
+
+  /**
+   * The row a window is counted in: its last minute (Unix ms / 60 000), so that limiters of any
+   * window length share the table, and one rule prunes what has ended.
+   */
+  private rowOf(window: number): number {
+    return ((window + 1) * this.windowMs) / MINUTE_MS - 1;
+  }
 
   start(): void {
     this.timer ??= setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
@@ -89,23 +102,8 @@ export class RateLimiter {
    */
   hit(bucket: string, limit: number): RateDecision | Promise<RateDecision> {
     const now = this.clock.now().getTime();
-    const window = Math.floor(now / this.windowMs);
-    let state = this.windows.get(bucket);
-    if (!state || state.window < window) {
-      const fresh: WindowState = {
-        window,
-        stored: 0,
-        pending: 0,
-        writing: 0,
-        busy: undefined,
-        loading: undefined,
-        syncedAt: now,
-      };
-      fresh.loading = this.load(bucket, fresh, now);
-      // Unflushed hits of a window that has ended no longer limit anyone; they are dropped.
-      this.windows.set(bucket, fresh);
-      state = fresh;
-    } else if (
+    const state = this.stateOf(bucket, now);
+    if (
       !state.loading &&
       state.pending === 0 &&
       state.writing === 0 &&
@@ -119,9 +117,43 @@ export class RateLimiter {
       // for callers slower than the flush interval.
       state.loading = this.load(bucket, state, now);
     }
-    const loaded = state;
-    if (loaded.loading) return loaded.loading.then(() => this.count(bucket, loaded, limit, now));
-    return this.count(bucket, loaded, limit, now);
+    if (state.loading) return state.loading.then(() => this.count(bucket, state, limit, now));
+    return this.count(bucket, state, limit, now);
+  }
+
+  /**
+   * The decision a hit would get now, without counting one, for a budget counted only after what
+   * it guards has run (failed sign-ins): reads the shared count first, unless this process already
+   * sees the budget spent.
+   */
+  async peek(bucket: string, limit: number): Promise<RateDecision> {
+    const now = this.clock.now().getTime();
+    const state = this.stateOf(bucket, now);
+    if (!state.loading && state.stored + state.writing + state.pending < limit) {
+      state.loading = this.load(bucket, state, now);
+    }
+    await state.loading;
+    return this.decision(state, limit, state.stored + state.writing + state.pending + 1, now);
+  }
+
+  /** The bucket's state in the current window; a new window's count is being loaded. */
+  private stateOf(bucket: string, now: number): WindowState {
+    const window = Math.floor(now / this.windowMs);
+    const state = this.windows.get(bucket);
+    if (state && state.window >= window) return state;
+    const fresh: WindowState = {
+      window,
+      stored: 0,
+      pending: 0,
+      writing: 0,
+      busy: undefined,
+      loading: undefined,
+      syncedAt: now,
+    };
+    fresh.loading = this.load(bucket, fresh, now);
+    // Unflushed hits of a window that has ended no longer limit anyone; they are dropped.
+    this.windows.set(bucket, fresh);
+    return fresh;
   }
 
   private count(bucket: string, state: WindowState, limit: number, now: number): RateDecision | Promise<RateDecision> {
@@ -177,7 +209,7 @@ export class RateLimiter {
     const now = this.clock.now().getTime();
     for (const { state, taken } of batch) state.writing += taken;
     try {
-      const totals = await this.add(batch.map(({ bucket, state, taken }) => [bucket, state.window, taken]));
+      const totals = await this.add(batch.map(({ bucket, state, taken }) => [bucket, this.rowOf(state.window), taken]));
       for (const [i, { state, taken }] of batch.entries()) {
         state.writing -= taken;
         state.stored = Math.max(state.stored, totals[i] ?? 0);
@@ -195,7 +227,7 @@ export class RateLimiter {
   }
 
   /** Adds hits to shared counters; resolves to each counter's new total, in order. */
-  private async add(hits: Array<[bucket: string, window: number, hits: number]>): Promise<number[]> {
+  private async add(hits: Array<[bucket: string, row: number, hits: number]>): Promise<number[]> {
     const rows = await this.db
       .insertInto("rate_limits")
       .values(hits.map(([bucket, window_start, count]) => ({ bucket, window_start, hits: count })))
@@ -207,7 +239,7 @@ export class RateLimiter {
       .returning(["bucket", "window_start", "hits"])
       .execute();
     const totals = new Map(rows.map((row) => [`${row.bucket}\u0000${row.window_start}`, Number(row.hits)]));
-    return hits.map(([bucket, window, count]) => totals.get(`${bucket}\u0000${window}`) ?? count);
+    return hits.map(([bucket, row, count]) => totals.get(`${bucket}\u0000${row}`) ?? count);
   }
 
   private async load(bucket: string, state: WindowState, now: number): Promise<void> {
@@ -216,7 +248,7 @@ export class RateLimiter {
         .selectFrom("rate_limits")
         .select("hits")
         .where("bucket", "=", bucket)
-        .where("window_start", "=", state.window)
+        .where("window_start", "=", this.rowOf(state.window))
         .executeTakeFirst();
       state.stored = Number(row?.hits ?? 0);
     } catch (error) {
@@ -238,7 +270,8 @@ export class RateLimiter {
   }
 
   private async writePending(): Promise<void> {
-    const current = Math.floor(this.clock.now().getTime() / this.windowMs);
+    const now = this.clock.now().getTime();
+    const current = Math.floor(now / this.windowMs);
     const dirty: [string, WindowState][] = [];
     for (const [bucket, state] of this.windows) {
       if (state.window < current) this.windows.delete(bucket);
@@ -267,9 +300,10 @@ export class RateLimiter {
     }
     if (current > this.lastCleanupWindow) {
       this.lastCleanupWindow = current;
+      // Windows of every length that ended before the last minute (see `rowOf`).
       await this.db
         .deleteFrom("rate_limits")
-        .where("window_start", "<", current - 1)
+        .where("window_start", "<", Math.floor(now / MINUTE_MS) - 1)
         .execute()
         .catch((error: unknown) => this.log.error({ err: error }, "pruning rate-limit counters failed"));
     }
@@ -280,19 +314,20 @@ const CREDENTIAL_PATHS = new Set(["/api/auth/sign-in/email", "/api/auth/sign-up/
 
 /**
  * Which budget a request draws on: per address on sign-in and sign-up (stricter), else per
- * principal (API key, signed-in account, or client address when anonymous).
+ * principal (API key, signed-in account, or client address when anonymous). An address is an
+ * IPv6 client's /64 (`clientRateKey`).
  */
 export function rateBucket(
   c: Context<AppEnv>,
   limits: { perMinute: number; authPerMinute: number },
 ): [bucket: string, limit: number] {
   if (c.req.method === "POST" && CREDENTIAL_PATHS.has(c.req.path)) {
-    return [`auth:${c.get("clientIp")}`, limits.authPerMinute];
+    return [`auth:${c.get("clientRateKey")}`, limits.authPerMinute];
   }
   const principal = c.get("principal");
   if (principal?.type === "api_key") return [`key:${principal.keyId}`, limits.perMinute];
   if (principal?.type === "account") return [`account:${principal.accountId}`, limits.perMinute];
-  return [`ip:${c.get("clientIp")}`, limits.perMinute];
+  return [`ip:${c.get("clientRateKey")}`, limits.perMinute];
 }
 
 /**
@@ -312,7 +347,7 @@ export function limitRate<E extends AppEnv>(
 }
 
 /** Sets the `RateLimit-*` headers every response carries; a refusal adds `Retry-After` and throws 429. */
-function applyRateDecision<E extends AppEnv>(c: Context<E>, decision: RateDecision): void {
+export function applyRateDecision<E extends AppEnv>(c: Context<E>, decision: RateDecision): void {
   setResponseHeader(c, "RateLimit-Limit", String(decision.limit));
   setResponseHeader(c, "RateLimit-Remaining", String(decision.remaining));
   setResponseHeader(c, "RateLimit-Reset", String(decision.resetSeconds));

@@ -1,18 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context, MiddlewareHandler } from "hono";
-import { normalizeIp } from "../lib/ip.ts";
+import { clientAddressFinder, type TrustProxy } from "../lib/client-address.ts";
+import { normalizeIp, rateKeyOf } from "../lib/ip.ts";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./context.ts";
 import { setResponseHeader } from "./response-headers.ts";
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
-function clientIpOf(c: Context<AppEnv>, trustProxy: boolean): string | null {
-  if (trustProxy) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
-    if (forwarded) return normalizeIp(forwarded);
-  }
+function peerOf(c: Context<AppEnv>): string | null {
   try {
     const address = getConnInfo(c).remote.address;
     return address ? normalizeIp(address) : null;
@@ -22,17 +19,19 @@ function clientIpOf(c: Context<AppEnv>, trustProxy: boolean): string | null {
 }
 
 /**
- * Gives every request an id (the caller's `X-Request-Id` when it is sane), its client address,
- * and one log line when it ends.
+ * Gives every request an id (the caller's `X-Request-Id` when it is sane), its client address
+ * (and the key its address's rate limits count under), and one log line when it ends.
  */
-export function requestContext(log: Logger, trustProxy: boolean): MiddlewareHandler<AppEnv> {
+export function requestContext(log: Logger, trustProxy: TrustProxy): MiddlewareHandler<AppEnv> {
+  const clientAddress = clientAddressFinder(trustProxy);
   return async (c, next) => {
     const started = performance.now();
     const incoming = c.req.header("x-request-id");
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    const clientIp = clientIpOf(c, trustProxy);
+    const clientIp = clientAddress(peerOf(c), c.req.header("x-forwarded-for"));
     c.set("requestId", requestId);
     c.set("clientIp", clientIp);
+    c.set("clientRateKey", rateKeyOf(clientIp));
     c.set("principal", null);
     c.set("log", log);
     setResponseHeader(c, "X-Request-Id", requestId);

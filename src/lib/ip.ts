@@ -49,12 +49,41 @@ function compile(entries: readonly string[]): BlockList {
   return list;
 }
 
+/** Whether an address is one of `entries` (addresses and CIDR ranges); false for what is no address. */
+export function addressMatcher(entries: readonly string[]): (address: string) => boolean {
+  const list = compile(entries);
+  return (address) => {
+    const ip = normalizeIp(address);
+    const version = isIP(ip);
+    return version !== 0 && list.check(ip, version === 4 ? "ipv4" : "ipv6");
+  };
+}
+
 /** True when the allowlist is empty (no restriction) or contains the address. */
 export function isIpAllowed(entries: readonly string[], address: string | null): boolean {
   if (entries.length === 0) return true;
   if (!address) return false;
-  const ip = normalizeIp(address);
-  const version = isIP(ip);
-  if (version === 0) return false;
-  return compile(entries).check(ip, version === 4 ? "ipv4" : "ipv6");
+  return addressMatcher(entries)(address);
+}
+
+/**
+ * The address a rate-limit budget is kept for: an IPv6 client's /64 (`2001:db8:1:2::/64`), the
+ * network one host is commonly given whole and could otherwise rotate through for fresh budgets;
+ * an IPv4 client's own address.
+ */
+export function rateKeyOf(address: string | null): string {
+  if (address === null) return "unknown";
+  const [ip = ""] = address.split("%");
+  if (isIP(ip) !== 6) return address;
+  // An IPv4 tail (`::1.2.3.4`) stands for two groups, past the first four whatever they hold.
+  const groupsOf = (part: string) =>
+    part === "" ? [] : part.split(":").flatMap((g) => (g.includes(".") ? [g, g] : [g]));
+  const [head = "", tail] = ip.split("::");
+  const left = groupsOf(head);
+  const right = tail === undefined ? [] : groupsOf(tail);
+  const groups = [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((group) => Number.parseInt(group, 16).toString(16))
+    .join(":")}::/64`;
 }

@@ -15,6 +15,7 @@ import type { ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
 import { errorBody } from "../http/envelope.ts";
 import { RateLimiter } from "../http/rate-limit.ts";
+import { SIGN_IN_FAILURE_WINDOW_MS, SignInFailures } from "../http/sign-in-failures.ts";
 import { closeDeps, createWorker, openDeps, type StartOptions, workspacePool } from "./runtime.ts";
 import { WorkerThread } from "./worker-thread.ts";
 
@@ -46,6 +47,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   });
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
+  const failureLimiter = new RateLimiter(deps.db, clock, log, SIGN_IN_FAILURE_WINDOW_MS);
+  failureLimiter.start();
+  const signInFailures = new SignInFailures(failureLimiter, config.signInFailuresPerAccount);
   const pool = workspacePool(deps);
   const store = localStore(pool, deps.dialect);
   const threaded = config.workers > 0 && config.workerThread && options.clock === undefined;
@@ -63,7 +67,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     deps,
     auth,
     limiter,
-    workspace: { deps, auth, pool, dispatcher, limiter },
+    signInFailures,
+    workspace: { deps, auth, pool, dispatcher, limiter, signInFailures },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {
@@ -105,7 +110,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         thread?.stop(),
       ]);
       await dispatcher.settle();
-      await limiter.stop();
+      await Promise.all([limiter.stop(), failureLimiter.stop()]);
       await pool.closeAll();
       await closeDeps(deps, database);
     })();

@@ -5,6 +5,7 @@ import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../errors.ts";
 import type { AppEnv } from "../../http/context.ts";
 import type { RateLimiter } from "../../http/rate-limit.ts";
+import type { SignInFailures } from "../../http/sign-in-failures.ts";
 import { isIdOf } from "../../lib/ids.ts";
 import { sha256Hex } from "../../lib/tokens.ts";
 import { authenticateApiKey } from "../api-keys/service.ts";
@@ -34,6 +35,7 @@ export interface WorkspaceRuntime {
   pool: WorkspacePool;
   dispatcher: WorkspaceDispatcher;
   limiter: RateLimiter;
+  signInFailures: SignInFailures;
 }
 
 /** Everything a workspace operation needs: the project, its database and the caller. */

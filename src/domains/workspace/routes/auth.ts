@@ -35,7 +35,14 @@ const signOut = createRoute({
 export function authRoutes() {
   return createRouter<WorkspaceEnv>()
     .openapi(signUp, async (c) => c.json(await signUpUser({ ctx: workspaceOf(c), input: c.req.valid("json") }), 201))
-    .openapi(signIn, async (c) => c.json(await signInUser({ ctx: workspaceOf(c), input: c.req.valid("json") }), 200))
+    .openapi(signIn, async (c) => {
+      const ctx = workspaceOf(c);
+      const input = c.req.valid("json");
+      const signedIn = await ctx.runtime.signInFailures.attempt(c, ctx.project.id, input.email, () =>
+        signInUser({ ctx, input }),
+      );
+      return c.json(signedIn, 200);
+    })
     .openapi(signOut, async (c) => {
       await signOutUser({ ctx: workspaceOf(c) });
       return c.json({ ok: true }, 200);

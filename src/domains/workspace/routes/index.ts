@@ -111,7 +111,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
   const securityOf = declaredSecurity(app, WORKSPACE_MOUNT);
   const { rateLimitPerMinute, authRateLimitPerMinute } = deps.config;
   app.use("*", async (c, next) => {
-    const address = c.get("clientIp");
+    const address = c.get("clientRateKey");
     const write = c.req.method !== "GET" && c.req.method !== "HEAD";
     const admits = admitsOf(securityOf(c));
     // Sign-up and sign-in, open to anyone: the address's budget first, so that nothing is read
