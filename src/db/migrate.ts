@@ -10,6 +10,7 @@ import { forgetIntegrationCredentials } from "./migrations/0007-forget-integrati
 import { fewerIndexWrites } from "./migrations/0008-fewer-index-writes.ts";
 import { idempotencyKeys } from "./migrations/0009-idempotency-keys.ts";
 import { attemptUrls } from "./migrations/0010-attempt-urls.ts";
+import { projectsByOrg } from "./migrations/0011-projects-by-org.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -24,6 +25,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0008-fewer-index-writes": fewerIndexWrites(),
     "0009-idempotency-keys": idempotencyKeys(),
     "0010-attempt-urls": attemptUrls(),
+    "0011-projects-by-org": projectsByOrg(),
   };
 }
 

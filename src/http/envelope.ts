@@ -45,6 +45,8 @@ export function errorBody(code: ErrorCode, message: string, details?: unknown, r
 
 /** Answers an error in the envelope, with the status of its code and the request's id. */
 export function errorResponse(c: Context, code: ErrorCode, message: string, details?: unknown): Response {
+  // Unavailable for a moment (every workspace slot busy, a shutdown): worth a retry soon.
+  if (code === "UNAVAILABLE") c.header("Retry-After", "1");
   return c.json(errorBody(code, message, details, c.get("requestId") as string | undefined), statusOf(code));
 }
 

@@ -10,6 +10,7 @@ import { createAuth } from "../auth/better-auth.ts";
 import { resolveAuthSecret } from "../auth/secret.ts";
 import type { Deps } from "../deps.ts";
 import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
+import type { WorkspacePool } from "../domains/workspace/pool.ts";
 import { localStore } from "../domains/workspace/store.ts";
 import type { ErrorCode } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
@@ -26,6 +27,8 @@ export interface RunningServer {
   port: number;
   deps: Deps;
   app: Hono<AppEnv>;
+  /** The workspaces this process has open. */
+  workspaces: WorkspacePool;
   /** Stops accepting, lets in-flight requests and jobs finish (bounded), then closes the database. */
   close(): Promise<void>;
 }
@@ -118,7 +121,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   };
 
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-  return { url: `http://${host}:${port}`, port, deps, app, close };
+  return { url: `http://${host}:${port}`, port, deps, app, workspaces: pool, close };
 }
 
 /**

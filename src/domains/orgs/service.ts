@@ -11,7 +11,7 @@ import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { withFreshSlug } from "../fresh-slug.ts";
-import { deleteOrgProjects, projectSummaries } from "../projects/service.ts";
+import { countProjects, deleteOrgProjects, projectSummaries } from "../projects/service.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
 import { authorize, inOrgTransaction, type Role } from "./access.ts";
 import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
@@ -114,10 +114,16 @@ export async function listOrgs({ ctx }: { ctx: Ctx }): Promise<OrgMembership[]> 
   return rows.map(({ member_role, ...org }) => ({ ...toOrg(org), role: member_role as Role }));
 }
 
+/** Projects the overview lists at most; `projectCount` counts them all. */
+export const OVERVIEW_PROJECTS = 100;
+
 export async function getOverview({ ctx }: { ctx: OrgCtx }) {
   authorize(ctx, "org:read");
-  const projects = await projectSummaries(ctx.deps.db, ctx.org.id);
-  return { org: toOrg(ctx.org), role: ctx.role, projectCount: projects.length, projects };
+  const projects = await projectSummaries(ctx.deps.db, ctx.org.id, OVERVIEW_PROJECTS);
+  // Counted only when the list may have been cut short.
+  const projectCount =
+    projects.length < OVERVIEW_PROJECTS ? projects.length : await countProjects(ctx.deps.db, ctx.org.id);
+  return { org: toOrg(ctx.org), role: ctx.role, projectCount, projects };
 }
 
 export async function updateOrg({

@@ -34,6 +34,8 @@ import {
   getProject,
   listDeploys,
   listProjects,
+  PROJECTS_LIMIT,
+  PROJECTS_MAX_LIMIT,
   pauseProject,
   reprovisionAdmin,
   resumeProject,
@@ -61,9 +63,9 @@ const routes = {
     method: "get",
     path: "/org/{slug}/projects",
     tags,
-    summary: "List the org's projects",
+    summary: "List the org's projects, oldest first (limit default 100, at most 500; offset)",
     security: sessionOrKey,
-    request: { params: SlugParams },
+    request: { params: SlugParams, query: z.object(pageQuery(PROJECTS_LIMIT, PROJECTS_MAX_LIMIT)) },
     responses: { 200: jsonContent(ProjectsResponse, "Projects"), ...authedErrors },
   }),
   create: createRoute({
@@ -143,9 +145,9 @@ const routes = {
 
 export function projectRoutes(deps: Deps) {
   return createRouter()
-    .openapi(routes.list, async (c) => {
+    .openapi({ ...routes.list, middleware: requires(deps, "projects:read") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
-      return c.json(await listProjects({ ctx }), 200);
+      return c.json(await listProjects({ ctx, query: c.req.valid("query") }), 200);
     })
     .openapi({ ...routes.create, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
       const ctx = await orgCtx(c, deps, c.req.valid("param").slug);
@@ -189,7 +191,7 @@ export function projectRoutes(deps: Deps) {
         200,
       );
     })
-    .openapi(routes.deploys, async (c) => {
+    .openapi({ ...routes.deploys, middleware: requires(deps, "projects:read") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       const { limit, offset } = c.req.valid("query");
       return c.json(await listDeploys({ ctx: await orgCtx(c, deps, slug), projectSlug, limit, offset }), 200);

@@ -45,8 +45,13 @@ function adminToken(): string {
   return `wsa_${randomHex(32)}`;
 }
 
-/** The org's live projects, oldest first. */
-async function liveProjects(db: Db, orgId: string): Promise<ProjectRow[]> {
+interface Page {
+  limit: number;
+  offset: number;
+}
+
+/** A page of the org's live projects, oldest first. */
+async function liveProjects(db: Db, orgId: string, { limit, offset }: Page): Promise<ProjectRow[]> {
   return db
     .selectFrom("projects")
     .selectAll()
@@ -54,11 +59,25 @@ async function liveProjects(db: Db, orgId: string): Promise<ProjectRow[]> {
     .where("deleted_at", "is", null)
     .orderBy("created_at")
     .orderBy("id")
+    .limit(limit)
+    .offset(offset)
     .execute();
 }
 
-export async function projectSummaries(db: Db, orgId: string) {
-  const rows = await liveProjects(db, orgId);
+/** How many live projects the org has. */
+export async function countProjects(db: Db, orgId: string): Promise<number> {
+  const row = await db
+    .selectFrom("projects")
+    .select((eb) => eb.fn.countAll().as("count"))
+    .where("org_id", "=", orgId)
+    .where("deleted_at", "is", null)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+/** The org's first `limit` live projects, in brief (the overview's). */
+export async function projectSummaries(db: Db, orgId: string, limit: number) {
+  const rows = await liveProjects(db, orgId, { limit, offset: 0 });
   return rows.map((row) => ({
     id: row.id,
     slug: row.slug,
@@ -81,9 +100,13 @@ async function findProject(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow
   return row;
 }
 
-export async function listProjects({ ctx }: { ctx: OrgCtx }) {
+export const PROJECTS_LIMIT = 100;
+export const PROJECTS_MAX_LIMIT = 500;
+
+export async function listProjects({ ctx, query }: { ctx: OrgCtx; query: Partial<Page> }) {
   authorize(ctx, "projects:read");
-  const rows = await liveProjects(ctx.deps.db, ctx.org.id);
+  const page = { limit: query.limit ?? PROJECTS_LIMIT, offset: query.offset ?? 0 };
+  const rows = await liveProjects(ctx.deps.db, ctx.org.id, page);
   return { projects: rows.map((row) => toProject(row, ctx.deps.config.publicUrl)) };
 }
 

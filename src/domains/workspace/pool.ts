@@ -54,6 +54,8 @@ export class WorkspacePool {
   private readonly waiting: Array<() => void> = [];
   private readonly vanishedCheck: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The most workspaces ever open at once in this pool. */
+  private highWater = 0;
 
   constructor(
     private readonly deps: Deps,
@@ -71,6 +73,11 @@ export class WorkspacePool {
   /** Workspaces open now (held or idle). */
   get size(): number {
     return this.slots.size + this.retiredOpen;
+  }
+
+  /** The most workspaces open at once so far. */
+  get peak(): number {
+    return this.highWater;
   }
 
   /**
@@ -138,7 +145,10 @@ export class WorkspacePool {
     }
     if (this.size >= this.maxOpen && !this.evictIdle()) return "full";
     const slot = this.open(projectId);
-    if (slot) this.slots.set(projectId, slot);
+    if (slot) {
+      this.slots.set(projectId, slot);
+      this.highWater = Math.max(this.highWater, this.size);
+    }
     return slot;
   }
 
