@@ -6,6 +6,7 @@ import { matchedRoutes } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { NoResultError, sql } from "kysely";
 import type { Auth } from "./auth/better-auth.ts";
+import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { Deps } from "./deps.ts";
 import { accountRoutes } from "./domains/account/routes.ts";
@@ -86,13 +87,14 @@ const docsRoute = createRoute({
 export interface AppParts {
   deps: Deps;
   auth: Auth;
+  sessions: ConsoleSessions;
   limiter: RateLimiter;
   workspace: WorkspaceRuntime;
   /** True once `SIGTERM` has come: health answers 503 so that a load balancer stops sending. */
   shuttingDown?: () => boolean;
 }
 
-export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppParts): Hono<AppEnv> {
+export function createApp({ deps, auth, sessions, limiter, workspace, shuttingDown }: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
@@ -107,7 +109,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
       await limitRate(c, limiter, `public:${c.get("clientIp")}`, limits.perMinute);
       return next();
     }
-    const identifying = identifyCaller(deps, auth, c);
+    const identifying = identifyCaller(deps, sessions, c);
     if (identifying) await identifying;
     const [bucket, limit] = rateBucket(c, limits);
     const limiting = limitRate(c, limiter, bucket, limit);
@@ -145,7 +147,7 @@ export function createApp({ deps, auth, limiter, workspace, shuttingDown }: AppP
         return c.json({ error: { code: "UNAVAILABLE", message: "database unreachable" } }, 503);
       }
     })
-    .route("/", authRoutes(deps, auth))
+    .route("/", authRoutes(deps, auth, sessions))
     .route("/", accountRoutes(deps))
     .route("/", orgRoutes(deps))
     .route("/", memberRoutes(deps))

@@ -7,6 +7,7 @@ import { getRequestListener, type Http2Bindings, type HttpBindings, RequestError
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { createAuth } from "./auth/better-auth.ts";
+import { ConsoleSessions } from "./auth/console-sessions.ts";
 import { resolveAuthSecret } from "./auth/secret.ts";
 import type { Deps } from "./deps.ts";
 import { WorkspaceDatabases } from "./domains/workspace/databases.ts";
@@ -43,6 +44,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     secret: resolveAuthSecret(config.authSecret, config.dataDir),
     log,
   });
+  const sessions = new ConsoleSessions(deps, auth);
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
   const databases = new WorkspaceDatabases(deps, WORKSPACE_CACHE_SIZE);
@@ -60,8 +62,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const app = createApp({
     deps,
     auth,
+    sessions,
     limiter,
-    workspace: { deps, auth, databases, dispatcher, limiter },
+    workspace: { deps, sessions, databases, dispatcher, limiter },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {

@@ -6,6 +6,7 @@ import type { AppEnv } from "../http/context.ts";
 import { type ErrorCode, errorBody } from "../http/errors.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
 import type { Auth } from "./better-auth.ts";
+import type { ConsoleSessions } from "./console-sessions.ts";
 
 const tags = ["Authentication"];
 
@@ -165,14 +166,19 @@ async function emailTaken(deps: Deps, email: string): Promise<boolean> {
   return row !== undefined;
 }
 
-export function authRoutes(deps: Deps, auth: Auth) {
+export function authRoutes(deps: Deps, auth: Auth, sessions: ConsoleSessions) {
   return createRouter()
     .openapi(signUpRoute, (c) => {
       const input = c.req.valid("json");
       return forward(c, auth, input, () => emailTaken(deps, input.email)) as never;
     })
     .openapi(signInRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
-    .openapi(signOutRoute, (c) => forward(c, auth, {}) as never)
+    .openapi(signOutRoute, async (c) => {
+      const answer = await forward(c, auth, {});
+      // Once better-auth has deleted the session: a read that began before still finds it.
+      sessions.forget(c);
+      return answer as never;
+    })
     .openapi(getSessionRoute, (c) => forward(c, auth, undefined, undefined, withoutSessionToken) as never);
 }
 
