@@ -116,7 +116,7 @@ export async function listOrgs({ ctx }: { ctx: Ctx }): Promise<OrgMembership[]> 
 
 export async function getOverview({ ctx }: { ctx: OrgCtx }) {
   authorize(ctx, "org:read");
-  const projects = await projectSummaries(ctx.deps.db, ctx.org.id);
+  const projects = await projectSummaries(ctx.deps, ctx.org.id);
   return { org: toOrg(ctx.org), role: ctx.role, projectCount: projects.length, projects };
 }
 

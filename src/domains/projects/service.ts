@@ -1,6 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import { DAY_MS } from "../../clock.ts";
+import { precompiled } from "../../db/compiled.ts";
 import type { Db } from "../../db/database.ts";
 import type { ProjectsTable } from "../../db/schema.ts";
 import { forUpdateOn } from "../../db/shapes.ts";
@@ -46,20 +47,23 @@ function adminToken(): string {
   return `wsa_${randomHex(32)}`;
 }
 
-/** The org's live projects, oldest first. */
-async function liveProjects(db: Db, orgId: string): Promise<ProjectRow[]> {
-  return db
+/** The org's live projects, oldest first: read by the org overview, the console's first page. */
+const liveProjectRows = precompiled<ProjectRow>((db) =>
+  db
     .selectFrom("projects")
     .selectAll()
-    .where("org_id", "=", orgId)
+    .where("org_id", "=", "?")
     .where("deleted_at", "is", null)
     .orderBy("created_at")
-    .orderBy("id")
-    .execute();
+    .orderBy("id"),
+);
+
+function liveProjects(deps: Deps, orgId: string): Promise<ProjectRow[]> {
+  return liveProjectRows(deps.db, deps.dialect, orgId);
 }
 
-export async function projectSummaries(db: Db, orgId: string) {
-  const rows = await liveProjects(db, orgId);
+export async function projectSummaries(deps: Deps, orgId: string) {
+  const rows = await liveProjects(deps, orgId);
   return rows.map((row) => ({
     id: row.id,
     slug: row.slug,
@@ -84,7 +88,7 @@ async function findProject(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow
 
 export async function listProjects({ ctx }: { ctx: OrgCtx }) {
   authorize(ctx, "projects:read");
-  const rows = await liveProjects(ctx.deps.db, ctx.org.id);
+  const rows = await liveProjects(ctx.deps, ctx.org.id);
   return { projects: rows.map((row) => toProject(row, ctx.deps.config.publicUrl)) };
 }
 
