@@ -177,27 +177,30 @@ function memoryOf(pid: number): { rss: number; hwm: number } | undefined {
   }
 }
 
-/** CPU ticks from /proc: all CPUs busy and total, and the busy ticks of the given processes. */
+/** CPU ticks from /proc: all CPUs busy and total, the busy ticks of the given processes, and of the first of them. */
 interface CpuSnapshot {
   busy: number;
   total: number;
   ours: number;
+  first: number;
 }
+
+/** /proc counts CPU time in ticks of USER_HZ, which is 100 on Linux. */
+const TICK_MS = 10;
 
 function cpuSnapshot(pids: number[]): CpuSnapshot | undefined {
   try {
     const fields = (/^cpu\s+(.*)$/m.exec(readFileSync("/proc/stat", "utf8"))?.[1] ?? "").split(/\s+/).map(Number);
     // user nice system idle iowait irq softirq steal
     const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
-    let ours = 0;
-    for (const pid of pids) {
+    const ticks = pids.map((pid) => {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
       // Fields after the ")" that ends the command name; utime and stime are the 14th and 15th.
       const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ours += Number(rest[11]) + Number(rest[12]);
-    }
+      return Number(rest[11]) + Number(rest[12]);
+    });
     const busy = user + nice + system + irq + softirq + steal;
-    return { busy, total: busy + idle + iowait, ours };
+    return { busy, total: busy + idle + iowait, ours: ticks.reduce((sum, t) => sum + t, 0), first: ticks[0] ?? 0 };
   } catch {
     return undefined;
   }
@@ -239,6 +242,11 @@ interface Measurement {
    * 20,000 req/s). Approximate.
    */
   otherCpu: number;
+  /**
+   * The server process's CPU time (all its threads) per response, in ms: what a request costs,
+   * whatever share of the cores the server got. PostgreSQL's share of the work is not in it.
+   */
+  cpuPerRequest: number;
 }
 
 type ScenarioKind = "baseline" | "key" | "key-overview" | "cookie";
@@ -277,7 +285,9 @@ async function measure(child: Child, database: string, scenario: Scenario, round
   } finally {
     clearInterval(sampler);
   }
-  const otherCpu = otherCores(cpuBefore, cpuSnapshot([child.pid, process.pid]));
+  const cpuAfter = cpuSnapshot([child.pid, process.pid]);
+  const otherCpu = otherCores(cpuBefore, cpuAfter);
+  const serverCpuMs = cpuBefore && cpuAfter ? (cpuAfter.first - cpuBefore.first) * TICK_MS : Number.NaN;
   peakRss = Math.max(peakRss, memoryOf(child.pid)?.hwm ?? 0);
 
   const measurement: Measurement = {
@@ -295,9 +305,11 @@ async function measure(child: Child, database: string, scenario: Scenario, round
     errors: result.errors + result.timeouts,
     peakRss,
     otherCpu,
+    cpuPerRequest: serverCpuMs / result.requests.total,
   };
   process.stdout.write(
-    ` → ${fmtInt(measurement.requestsPerSecond)} req/s, p50 ${measurement.p50} ms, p99 ${measurement.p99} ms, non-2xx ${measurement.non2xx}\n`,
+    ` → ${fmtInt(measurement.requestsPerSecond)} req/s, p50 ${measurement.p50} ms, p99 ${measurement.p99} ms, ` +
+      `${fmtCpu(measurement.cpuPerRequest)} CPU/req, non-2xx ${measurement.non2xx}\n`,
   );
   return measurement;
 }
@@ -502,6 +514,10 @@ function fmtInt(n: number): string {
   return Math.round(n).toLocaleString("en-US");
 }
 
+function fmtCpu(ms: number): string {
+  return Number.isNaN(ms) ? "n/a" : `${(ms * 1000).toFixed(0)} µs`;
+}
+
 function fmtMb(bytes: number): string {
   return bytes > 0 ? `${(bytes / 1024 / 1024).toFixed(0)} MB` : "n/a";
 }
@@ -534,6 +550,7 @@ function printTable(rows: Measurement[], reference: number | undefined): void {
     "errors",
     "peak RSS",
     "other CPU",
+    "CPU/req",
     "vs baseline",
   ];
   const lines = rows.map((m) => [
@@ -549,9 +566,10 @@ function printTable(rows: Measurement[], reference: number | undefined): void {
     String(m.errors),
     fmtMb(m.peakRss),
     Number.isNaN(m.otherCpu) ? "n/a" : `${m.otherCpu.toFixed(2)} cores`,
+    fmtCpu(m.cpuPerRequest),
     percent(m.requestsPerSecond, reference),
   ]);
-  printMarkdown(header, lines, new Set([3, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
+  printMarkdown(header, lines, new Set([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]));
 }
 
 /** One server's figures for one scenario over all rounds: means of the rounds' figures. */
@@ -564,6 +582,7 @@ interface Summary {
   requestsPerSecond: number;
   p50: number;
   p99: number;
+  cpuPerRequest: number;
   /** The rounds' req/s, in order. */
   byRound: number[];
 }
@@ -586,6 +605,7 @@ function summarize(rows: Measurement[]): Summary[] {
       requestsPerSecond: mean(group.map((m) => m.requestsPerSecond)),
       p50: mean(group.map((m) => m.p50)),
       p99: mean(group.map((m) => m.p99)),
+      cpuPerRequest: mean(group.map((m) => m.cpuPerRequest)),
       byRound: group.map((m) => m.requestsPerSecond),
     };
   });
@@ -607,6 +627,8 @@ function printSummary(summaries: Summary[], reference: number | undefined): void
     "p99",
     "vs key /orgs",
     "by round",
+    "CPU/req",
+    "CPU vs key /orgs",
     "vs baseline",
   ];
   const lines = summaries.map((s) => {
@@ -624,10 +646,12 @@ function printSummary(summaries: Summary[], reference: number | undefined): void
       `${s.p99.toFixed(1)} ms`,
       percent(s.requestsPerSecond, key?.requestsPerSecond),
       byRound,
+      fmtCpu(s.cpuPerRequest),
+      key ? `${(s.cpuPerRequest / key.cpuPerRequest).toFixed(2)}×` : "n/a",
       percent(s.requestsPerSecond, reference),
     ];
   });
-  printMarkdown(header, lines, new Set([3, 4, 5, 6, 7, 9]));
+  printMarkdown(header, lines, new Set([3, 4, 5, 6, 7, 9, 10, 11]));
 }
 
 async function main(): Promise<void> {
@@ -655,7 +679,10 @@ async function main(): Promise<void> {
   printTable(rows, reference);
   console.log("");
   const summaries = summarize(rows);
-  console.log("Over all rounds (req/s, p50 and p99: the means of the rounds'; by round: each round's vs key /orgs):");
+  console.log(
+    "Over all rounds (req/s, p50, p99 and CPU/req: the means of the rounds'; by round: each round's req/s vs key /orgs; " +
+      "CPU vs key /orgs: CPU per request as a multiple of the key read's):",
+  );
   console.log("");
   printSummary(summaries, reference);
   console.log("");
@@ -691,9 +718,10 @@ async function main(): Promise<void> {
     );
     for (const summary of cookies) {
       const ratio = summary.requestsPerSecond / (keyRead(summaries, summary) as Summary).requestsPerSecond;
+      const cost = summary.cpuPerRequest / (keyRead(summaries, summary) as Summary).cpuPerRequest;
       console.log(
         `  ${ratio >= COOKIE_TARGET_RATIO ? "MET   " : "MISSED"} ${summary.server.padEnd(24)} ${(ratio * 100).toFixed(1)}% of the key read, ` +
-          `p50 ${summary.p50.toFixed(1)} ms, p99 ${summary.p99.toFixed(1)} ms`,
+          `p50 ${summary.p50.toFixed(1)} ms, p99 ${summary.p99.toFixed(1)} ms, ${cost.toFixed(2)}× its CPU per request`,
       );
     }
   }
