@@ -175,7 +175,7 @@ export function authRoutes(deps: Deps, auth: Auth, sessions: ConsoleSessions) {
     .openapi(signInRoute, (c) => forward(c, auth, c.req.valid("json")) as never)
     .openapi(signOutRoute, async (c) => {
       const answer = await forward(c, auth, {});
-      // Once better-auth has deleted the session: a read that began before still finds it.
+      // Only once better-auth has deleted it: forgotten before, a request in between would read it back.
       sessions.forget(c);
       return answer as never;
     })
