@@ -4,6 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import { NoResultError, sql } from "kysely";
 import type { Auth } from "./auth/better-auth.ts";
+import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { Deps } from "./deps.ts";
 import { accountRoutes } from "./domains/account/routes.ts";
@@ -76,6 +77,7 @@ const workspaceOpenApiRoute = createRoute({
 export interface AppParts {
   deps: Deps;
   auth: Auth;
+  sessions: ConsoleSessions;
   limiter: RateLimiter;
   signInFailures: SignInFailures;
   workspace: WorkspaceRuntime;
@@ -83,7 +85,15 @@ export interface AppParts {
   shuttingDown?: () => boolean;
 }
 
-export function createApp({ deps, auth, limiter, signInFailures, workspace, shuttingDown }: AppParts): Hono<AppEnv> {
+export function createApp({
+  deps,
+  auth,
+  sessions,
+  limiter,
+  signInFailures,
+  workspace,
+  shuttingDown,
+}: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
   const workspaceApi = workspaceRoutes(workspace);
@@ -98,7 +108,7 @@ export function createApp({ deps, auth, limiter, signInFailures, workspace, shut
       await limitRate(c, limiter, `public:${c.get("clientRateKey")}`, limits.perMinute);
       return next();
     }
-    const identifying = identifyCaller(deps, auth, c);
+    const identifying = identifyCaller(deps, sessions, c);
     if (identifying) await identifying;
     const [bucket, limit] = rateBucket(c, limits);
     const limiting = limitRate(c, limiter, bucket, limit);
@@ -135,7 +145,7 @@ export function createApp({ deps, auth, limiter, signInFailures, workspace, shut
         throw new UnavailableError("database unreachable");
       }
     })
-    .route("/", authRoutes(deps, auth, signInFailures))
+    .route("/", authRoutes(deps, auth, sessions, signInFailures))
     .route("/", accountRoutes(deps))
     .route("/", orgRoutes(deps))
     .route("/", memberRoutes(deps))

@@ -299,7 +299,11 @@ describe("a restart with undispatched events in many workspaces", () => {
       { WORKSPACE_MAX_OPEN: String(BOUND), ALLOW_PRIVATE_WEBHOOK_URLS: "true" },
       { shareDatabaseWith: first },
     );
-    await until("every event to be delivered", () => new Set(receiver.requests.map((r) => r.path)).size === 200, 60_000);
+    await until(
+      "every event to be delivered",
+      () => new Set(receiver.requests.map((r) => r.path)).size === 200,
+      60_000,
+    );
     const maxDescriptors = descriptors.stop();
     for (const project of projects) {
       expect(receiver.at(`/${project.id}`).length).toBeGreaterThanOrEqual(1);

@@ -772,6 +772,23 @@ describe("members and invitations", () => {
         expect(owners).toHaveLength(1);
       }
     });
+
+    it("a role change takes effect on the member's very next request, with the same session", async () => {
+      const member = await addMember(app, mailbox, owner, slug, "developer");
+      const cookie = member.user.cookie;
+      const overview = () => call(app, "GET", `/org/${slug}/overview`, { cookie });
+      const auditRead = () => call(app, "GET", `/org/${slug}/audit`, { cookie });
+      expect((await overview()).body.role).toBe("developer");
+      expectError(await auditRead(), 403, "FORBIDDEN");
+
+      expect((await patch(owner, member.memberId, { role: "admin" })).status).toBe(200);
+      expect((await overview()).body.role).toBe("admin");
+      expect((await auditRead()).status).toBe(200);
+
+      expect((await patch(owner, member.memberId, { role: "viewer" })).status).toBe(200);
+      expect((await overview()).body.role).toBe("viewer");
+      expectError(await auditRead(), 403, "FORBIDDEN");
+    });
   });
 
   // ---- removal ----

@@ -24,6 +24,7 @@ import {
   createApiKey,
   createOrg,
   type Receiver,
+  sessionCookieFrom,
   signUp,
   startApp,
   startReceiver,
@@ -195,6 +196,21 @@ describe("workspace runtime", () => {
     // Elsewhere the cookie still says who it is: not this project's (404).
     const read = await fetch(`${app.url}/w/${projectId}/api/collections`, { headers: { cookie: stranger.cookie } });
     expect(read.status).toBe(404);
+  });
+
+  it("stops taking an org owner's session as the workspace admin at once when it is signed out", async () => {
+    const signIn = await call(app, "POST", "/auth/sign-in/email", {
+      body: { email: owner.email, password: "correct-horse-battery" },
+    });
+    expect(signIn.status, JSON.stringify(signIn.body)).toBe(200);
+    const cookie = sessionCookieFrom(signIn.headers);
+    const read = () => fetch(`${app.url}/w/${projectId}/api/collections`, { headers: { cookie } });
+    expect((await read()).status).toBe(200);
+    expect((await call(app, "POST", "/auth/sign-out", { cookie })).status).toBe(200);
+    expect((await read()).status).toBe(401);
+    expect(
+      (await fetch(`${app.url}/w/${projectId}/api/collections`, { headers: { cookie: owner.cookie } })).status,
+    ).toBe(200);
   });
 
   it("lets an org API key act as the workspace admin, and refuses another org's key", async () => {

@@ -7,6 +7,7 @@ import { codeOf, errorBody, statusOf } from "../http/envelope.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
 import type { SignInFailures } from "../http/sign-in-failures.ts";
 import { type Auth, CLIENT_IP_HEADER } from "./better-auth.ts";
+import type { ConsoleSessions } from "./console-sessions.ts";
 
 const tags = ["Authentication"];
 
@@ -162,7 +163,7 @@ async function emailTaken(deps: Deps, email: string): Promise<boolean> {
 /** Where failed console sign-ins are counted (workspaces count theirs per project). */
 const CONSOLE = "console";
 
-export function authRoutes(deps: Deps, auth: Auth, signInFailures: SignInFailures) {
+export function authRoutes(deps: Deps, auth: Auth, sessions: ConsoleSessions, signInFailures: SignInFailures) {
   return createRouter()
     .openapi(signUpRoute, (c) => {
       const input = c.req.valid("json");
@@ -179,7 +180,12 @@ export function authRoutes(deps: Deps, auth: Auth, signInFailures: SignInFailure
         (response) => response.status === 401,
       ) as never;
     })
-    .openapi(signOutRoute, (c) => forward(c, auth, {}) as never)
+    .openapi(signOutRoute, async (c) => {
+      const answer = await forward(c, auth, {});
+      // Only once better-auth has deleted it: forgotten before, a request in between would read it back.
+      sessions.forget(c);
+      return answer as never;
+    })
     .openapi(getSessionRoute, (c) => forward(c, auth, undefined, undefined, withoutSessionToken) as never);
 }
 

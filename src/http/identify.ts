@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { Auth } from "../auth/better-auth.ts";
+import type { ConsoleSessions } from "../auth/console-sessions.ts";
 import type { Deps } from "../deps.ts";
 import { authenticateApiKey } from "../domains/api-keys/service.ts";
 import { AppError, UnauthorizedError } from "../errors.ts";
@@ -11,9 +11,10 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
  * Works out who is calling: a `pak_` bearer key or a better-auth session cookie, and sets
  * `principal`. A bad credential is remembered (`authError`) rather than thrown, so the request is
  * still rate-limited (by address) and the error surfaces only on operations that need a caller.
- * Returns nothing when the request carries no credentials, so that path costs no await.
+ * Returns nothing when it knows the caller at once (no credentials, or a session read moments
+ * ago), so that path costs no await.
  */
-export function identifyCaller(deps: Deps, auth: Auth, c: Context<AppEnv>): Promise<void> | undefined {
+export function identifyCaller(deps: Deps, sessions: ConsoleSessions, c: Context<AppEnv>): Promise<void> | undefined {
   const authorization = c.req.header("authorization");
   if (authorization) {
     const token = BEARER.exec(authorization)?.[1];
@@ -26,20 +27,16 @@ export function identifyCaller(deps: Deps, auth: Auth, c: Context<AppEnv>): Prom
       authenticateApiKey(deps, token, c.get("clientIp")).then((p) => c.set("principal", p)),
     );
   }
-  if (c.req.header("cookie")?.includes(`${deps.config.cookiePrefix}.session_token`)) {
+  const account = sessions.accountOf(c);
+  if (account instanceof Promise) {
     return remember(
       c,
-      auth.api.getSession({ headers: c.req.raw.headers }).then((session) => {
-        if (!session) return;
-        c.set("principal", {
-          type: "account",
-          accountId: session.user.id,
-          email: session.user.email,
-          name: session.user.name || null,
-        });
+      account.then((principal) => {
+        if (principal) c.set("principal", principal);
       }),
     );
   }
+  if (account) c.set("principal", account);
   return undefined;
 }
 

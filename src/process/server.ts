@@ -7,6 +7,7 @@ import { getRequestListener, type Http2Bindings, type HttpBindings, RequestError
 import type { Hono } from "hono";
 import { createApp } from "../app.ts";
 import { createAuth } from "../auth/better-auth.ts";
+import { ConsoleSessions } from "../auth/console-sessions.ts";
 import { resolveAuthSecret } from "../auth/secret.ts";
 import type { Deps } from "../deps.ts";
 import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
@@ -48,6 +49,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     secret: resolveAuthSecret(config.authSecret, config.dataDir),
     log,
   });
+  const sessions = new ConsoleSessions(deps, auth);
   const limiter = new RateLimiter(deps.db, clock, log);
   limiter.start();
   const failureLimiter = new RateLimiter(deps.db, clock, log, SIGN_IN_FAILURE_WINDOW_MS);
@@ -69,9 +71,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const app = createApp({
     deps,
     auth,
+    sessions,
     limiter,
     signInFailures,
-    workspace: { deps, auth, pool, dispatcher, limiter, signInFailures },
+    workspace: { deps, sessions, pool, dispatcher, limiter, signInFailures },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {

@@ -1,3 +1,4 @@
+import { preparedRead } from "../../db/compiled.ts";
 import type { Db } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { ForbiddenError, NotFoundError } from "../../errors.ts";
@@ -65,6 +66,21 @@ export interface OrgAccess {
 const KEY_ROLE: Role = "admin";
 
 /**
+ * The org by slug with the account's role in it, on the path of every account request on an
+ * org. Read afresh each time: a role change or a removal counts from the next request.
+ */
+const findMembership = preparedRead<OrgRow & { member_role: string }>("plinth_org_membership", (db) =>
+  db
+    .selectFrom("orgs")
+    .innerJoin("memberships", "memberships.org_id", "orgs.id")
+    .select(ORG_COLUMNS.map((column) => `orgs.${column}` as const))
+    .select("memberships.role as member_role")
+    .where("orgs.slug", "=", "?")
+    .where("orgs.deleted_at", "is", null)
+    .where("memberships.account_id", "=", "?"),
+);
+
+/**
  * Finds the org by slug as the caller sees it. An org the caller does not belong to, a deleted
  * org, and an org other than an API key's own all answer 404, so existence never leaks.
  */
@@ -73,15 +89,7 @@ export async function resolveOrgAccess(deps: Deps, principal: Principal, slug: s
     if (principal.org.slug !== slug || principal.org.deleted_at !== null) throw orgNotFound();
     return { org: principal.org, role: KEY_ROLE, principal };
   }
-  const row = await deps.db
-    .selectFrom("orgs")
-    .innerJoin("memberships", "memberships.org_id", "orgs.id")
-    .select(ORG_COLUMNS.map((column) => `orgs.${column}` as const))
-    .select("memberships.role as member_role")
-    .where("orgs.slug", "=", slug)
-    .where("orgs.deleted_at", "is", null)
-    .where("memberships.account_id", "=", principal.accountId)
-    .executeTakeFirst();
+  const row = await findMembership(deps, slug, principal.accountId);
   if (!row) throw orgNotFound();
   const { member_role, ...org } = row;
   return { org, role: member_role as Role, principal };

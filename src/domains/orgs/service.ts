@@ -119,7 +119,7 @@ export const OVERVIEW_PROJECTS = 100;
 
 export async function getOverview({ ctx }: { ctx: OrgCtx }) {
   authorize(ctx, "org:read");
-  const projects = await projectSummaries(ctx.deps.db, ctx.org.id, OVERVIEW_PROJECTS);
+  const projects = await projectSummaries(ctx.deps, ctx.org.id, OVERVIEW_PROJECTS);
   // Counted only when the list may have been cut short.
   const projectCount =
     projects.length < OVERVIEW_PROJECTS ? projects.length : await countProjects(ctx.deps.db, ctx.org.id);

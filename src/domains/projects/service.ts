@@ -1,6 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import { DAY_MS } from "../../clock.ts";
+import { precompiled } from "../../db/compiled.ts";
 import type { Db } from "../../db/database.ts";
 import type { ProjectsTable } from "../../db/schema.ts";
 import { forUpdateOn } from "../../db/shapes.ts";
@@ -50,18 +51,21 @@ interface Page {
   offset: number;
 }
 
-/** A page of the org's live projects, oldest first. */
-async function liveProjects(db: Db, orgId: string, { limit, offset }: Page): Promise<ProjectRow[]> {
-  return db
+/** A page of the org's live projects, oldest first (the overview reads the first on every visit). */
+const liveProjectRows = precompiled<ProjectRow>((db) =>
+  db
     .selectFrom("projects")
     .selectAll()
-    .where("org_id", "=", orgId)
+    .where("org_id", "=", "?")
     .where("deleted_at", "is", null)
     .orderBy("created_at")
     .orderBy("id")
-    .limit(limit)
-    .offset(offset)
-    .execute();
+    .limit(PROJECTS_LIMIT)
+    .offset(0),
+);
+
+function liveProjects(deps: Deps, orgId: string, { limit, offset }: Page): Promise<ProjectRow[]> {
+  return liveProjectRows(deps.db, deps.dialect, orgId, limit, offset);
 }
 
 /** How many live projects the org has. */
@@ -76,8 +80,8 @@ export async function countProjects(db: Db, orgId: string): Promise<number> {
 }
 
 /** The org's first `limit` live projects, in brief (the overview's). */
-export async function projectSummaries(db: Db, orgId: string, limit: number) {
-  const rows = await liveProjects(db, orgId, { limit, offset: 0 });
+export async function projectSummaries(deps: Deps, orgId: string, limit: number) {
+  const rows = await liveProjects(deps, orgId, { limit, offset: 0 });
   return rows.map((row) => ({
     id: row.id,
     slug: row.slug,
@@ -106,7 +110,7 @@ export const PROJECTS_MAX_LIMIT = 500;
 export async function listProjects({ ctx, query }: { ctx: OrgCtx; query: Partial<Page> }) {
   authorize(ctx, "projects:read");
   const page = { limit: query.limit ?? PROJECTS_LIMIT, offset: query.offset ?? 0 };
-  const rows = await liveProjects(ctx.deps.db, ctx.org.id, page);
+  const rows = await liveProjects(ctx.deps, ctx.org.id, page);
   return { projects: rows.map((row) => toProject(row, ctx.deps.config.publicUrl)) };
 }
 

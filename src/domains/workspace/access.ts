@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { Auth } from "../../auth/better-auth.ts";
+import type { ConsoleSessions } from "../../auth/console-sessions.ts";
 import { preparedRead } from "../../db/compiled.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../errors.ts";
@@ -31,7 +31,7 @@ export type WorkspaceCaller =
 
 export interface WorkspaceRuntime {
   deps: Deps;
-  auth: Auth;
+  sessions: ConsoleSessions;
   pool: WorkspacePool;
   dispatcher: WorkspaceDispatcher;
   limiter: RateLimiter;
@@ -190,22 +190,19 @@ async function resolveCaller<E extends AppEnv>(
     }
     return { kind: "user", userId: session.user_id as string, tokenHash };
   }
-  if (c.req.header("cookie")?.includes(`${deps.config.cookiePrefix}.session_token`)) {
-    const session = await runtime.auth.api.getSession({ headers: c.req.raw.headers });
-    if (session) {
-      const membership = await deps.db
-        .selectFrom("memberships")
-        .select("role")
-        .where("org_id", "=", project.org_id)
-        .where("account_id", "=", session.user.id)
-        .executeTakeFirst();
-      const admin = membership !== undefined && hasRole(membership.role as Role, "admin");
-      if (admin)
-        return { kind: "admin", via: "session", id: session.user.id, readOnly: false, email: session.user.email };
-      if (anonymous) return { kind: "anonymous" };
-      if (!membership) throw new NotFoundError("project not found");
-      throw new ForbiddenError("only the org's admins and owners act as workspace admin");
-    }
+  const account = await runtime.sessions.accountOf(c);
+  if (account) {
+    const membership = await deps.db
+      .selectFrom("memberships")
+      .select("role")
+      .where("org_id", "=", project.org_id)
+      .where("account_id", "=", account.accountId)
+      .executeTakeFirst();
+    const admin = membership !== undefined && hasRole(membership.role as Role, "admin");
+    if (admin) return { kind: "admin", via: "session", id: account.accountId, readOnly: false, email: account.email };
+    if (anonymous) return { kind: "anonymous" };
+    if (!membership) throw new NotFoundError("project not found");
+    throw new ForbiddenError("only the org's admins and owners act as workspace admin");
   }
   return { kind: "anonymous" };
 }
