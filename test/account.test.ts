@@ -34,7 +34,7 @@ function expectErrorEnvelope(res: CallResult, status: number, code: string): voi
   expect(res.body.error.code).toBe(code);
   expect(typeof res.body.error.message).toBe("string");
   expect(res.body.error.message.length).toBeGreaterThan(0);
-  for (const key of Object.keys(res.body.error)) expect(["code", "message", "details"]).toContain(key);
+  for (const key of Object.keys(res.body.error)) expect(["code", "message", "details", "requestId"]).toContain(key);
 }
 
 /** A 422 VALIDATION envelope whose details name `path`. */
