@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
@@ -24,13 +23,18 @@ import {
   createApiKey,
   createOrg,
   dialect,
+  expectError,
+  expectStatus,
+  expectValidation,
   type Mailbox,
+  sha256Hex,
   signUp,
   startApp,
   startMailbox,
   type TestApp,
   type TestUser,
   uniqueEmail,
+  until,
 } from "./harness.ts";
 
 /** Every region of the enum; the main app serves all but `syd`, so a project there fails to provision. */
@@ -65,43 +69,6 @@ const PROJECT_KEYS = [
 function as(who: Principal | undefined): Principal {
   if (!who) return {};
   return who.cookie ? { cookie: who.cookie } : { token: who.token as string };
-}
-
-function expectStatus(res: CallResult, status: number): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-}
-
-function expectError(res: CallResult, status: number, code?: string): void {
-  expectStatus(res, status);
-  expect(typeof res.body?.error?.message).toBe("string");
-  if (code) expect(res.body.error.code).toBe(code);
-}
-
-/** 422 VALIDATION whose details name `field`. */
-function expectFieldError(res: CallResult, field: string): void {
-  expectError(res, 422, "VALIDATION");
-  const paths = (res.body.error.details as { path: string }[]).map((d) => d.path);
-  expect(paths).toContain(field);
-}
-
-function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
-}
-
-async function until<T>(
-  probe: () => Promise<T>,
-  done: (value: T) => boolean,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`${what}: not reached within ${timeoutMs} ms (last: ${JSON.stringify(value)})`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 /** Request helpers bound to one running app. */
@@ -140,9 +107,12 @@ function api(getApp: () => TestApp) {
     /** Polls the project until it leaves `provisioning`; returns it. */
     async settle(slug: string, projectSlug: string, who: Principal): Promise<any> {
       const res = await until(
-        () => self.get(slug, projectSlug, who),
-        (r) => r.status !== 200 || r.body.project.status !== "provisioning",
         `project ${projectSlug} settling`,
+        async () => {
+          const read = await self.get(slug, projectSlug, who);
+          return read.status !== 200 || read.body.project.status !== "provisioning" ? read : undefined;
+        },
+        15_000,
       );
       expectStatus(res, 200);
       return res.body.project;
@@ -172,9 +142,10 @@ async function dropAllWorkspaces(deps: Deps): Promise<void> {
   if (dialect !== "postgres") return;
   // A worker still provisioning would create its schema after the drop.
   await until(
-    () => deps.db.selectFrom("projects").select("id").where("status", "=", "provisioning").execute(),
-    (rows) => rows.length === 0,
     "provisioning to settle before cleanup",
+    async () =>
+      (await deps.db.selectFrom("projects").select("id").where("status", "=", "provisioning").execute()).length === 0,
+    15_000,
   ).catch(() => {});
   const rows = await deps.db.selectFrom("projects").select("id").execute();
   for (const { id } of rows) await dropWorkspace(deps, id);
@@ -339,7 +310,7 @@ describe("projects", () => {
       expect(await onWorkspace(deps, project.id, (db) => db.selectFrom("users").selectAll().execute())).toEqual([]);
       // Only the hash of the token is stored.
       const stored = await storedProject(deps, project.id);
-      expect(stored.admin_token_hash).toBe(sha256(token));
+      expect(stored.admin_token_hash).toBe(sha256Hex(token));
       expect(JSON.stringify(stored)).not.toContain(token);
 
       // One provision deploy, settled.
@@ -389,13 +360,13 @@ describe("projects", () => {
 
     it("validates name: 1 and 61 characters are 422 naming name; 2 and 60 are accepted", async () => {
       const { owner, slug } = await newOrg();
-      expectFieldError(await p.create(slug, owner, { name: "a" }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "x".repeat(61) }), "name");
-      expectFieldError(await p.create(slug, owner, {}), "name");
-      expectFieldError(await p.create(slug, owner, { name: 42 }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "   " }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "\u0001\u0002" }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "line\nbreak" }), "name");
+      expectValidation(await p.create(slug, owner, { name: "a" }), "name");
+      expectValidation(await p.create(slug, owner, { name: "x".repeat(61) }), "name");
+      expectValidation(await p.create(slug, owner, {}), "name");
+      expectValidation(await p.create(slug, owner, { name: 42 }), "name");
+      expectValidation(await p.create(slug, owner, { name: "   " }), "name");
+      expectValidation(await p.create(slug, owner, { name: "\u0001\u0002" }), "name");
+      expectValidation(await p.create(slug, owner, { name: "line\nbreak" }), "name");
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
 
       const two = await created(slug, owner, { name: "ab" });
@@ -409,14 +380,14 @@ describe("projects", () => {
 
     it("validates template: over 40 characters, unknown name or unknown version are 422 naming template", async () => {
       const { owner, slug } = await newOrg();
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "d".repeat(41) }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "no-such-template" }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "default@9.9.9" }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "default@1.0.0@x" }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: 7 }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "d".repeat(41) }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "no-such-template" }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "default@9.9.9" }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "default@1.0.0@x" }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: 7 }), "template");
       // Names of properties every JavaScript object has are not templates either.
       for (const template of ["constructor", "__proto__", "toString", "hasOwnProperty@1.0.0", "valueOf@x"]) {
-        expectFieldError(await p.create(slug, owner, { name: "Tpl", template }), "template");
+        expectValidation(await p.create(slug, owner, { name: "Tpl", template }), "template");
       }
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
 
@@ -432,9 +403,9 @@ describe("projects", () => {
 
     it("validates dbType and region against their enums", async () => {
       const { owner, slug } = await newOrg();
-      expectFieldError(await p.create(slug, owner, { name: "Db", dbType: "postgres" }), "dbType");
-      expectFieldError(await p.create(slug, owner, { name: "Db", region: "mars" }), "region");
-      expectFieldError(await p.create(slug, owner, { name: "Db", region: "FRA" }), "region");
+      expectValidation(await p.create(slug, owner, { name: "Db", dbType: "postgres" }), "dbType");
+      expectValidation(await p.create(slug, owner, { name: "Db", region: "mars" }), "region");
+      expectValidation(await p.create(slug, owner, { name: "Db", region: "FRA" }), "region");
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
       const d1 = await created(slug, owner, { name: "Db", dbType: "d1", region: "fra" });
       expect(d1).toMatchObject({ dbType: "d1", region: "fra" });
@@ -610,8 +581,8 @@ describe("projects", () => {
       expect(rotated).not.toBe(project.adminToken);
       // Only the new token's hash is kept: the old token no longer matches anything.
       let stored = await storedProject(deps, project.id);
-      expect(stored.admin_token_hash).toBe(sha256(rotated));
-      expect(stored.admin_token_hash).not.toBe(sha256(project.adminToken));
+      expect(stored.admin_token_hash).toBe(sha256Hex(rotated));
+      expect(stored.admin_token_hash).not.toBe(sha256Hex(project.adminToken));
 
       expectStatus(await p.action(slug, project.slug, owner, "pause"), 200);
       const second = await p.action(slug, project.slug, owner, "reprovision-admin");
@@ -620,7 +591,7 @@ describe("projects", () => {
       tokensSeen.push(second.body.adminToken);
       expect(second.body.adminToken).not.toBe(rotated);
       stored = await storedProject(deps, project.id);
-      expect(stored.admin_token_hash).toBe(sha256(second.body.adminToken));
+      expect(stored.admin_token_hash).toBe(sha256Hex(second.body.adminToken));
 
       // Never shown again.
       const read = await p.get(slug, project.slug, owner);
@@ -705,9 +676,9 @@ describe("projects", () => {
       const both = await p.patch(slug, project.slug, owner, { name: "Both", environment: "staging" });
       expect(both.body.project).toMatchObject({ name: "Both", environment: "staging" });
 
-      expectFieldError(await p.patch(slug, project.slug, owner, { environment: "qa" }), "environment");
-      expectFieldError(await p.patch(slug, project.slug, owner, { name: "a" }), "name");
-      expectFieldError(await p.patch(slug, project.slug, owner, { name: "y".repeat(61) }), "name");
+      expectValidation(await p.patch(slug, project.slug, owner, { environment: "qa" }), "environment");
+      expectValidation(await p.patch(slug, project.slug, owner, { name: "a" }), "name");
+      expectValidation(await p.patch(slug, project.slug, owner, { name: "y".repeat(61) }), "name");
       expectStatus(await p.patch(slug, project.slug, owner, { name: "z".repeat(60) }), 200);
       expectStatus(await p.patch(slug, project.slug, owner, { name: "zz" }), 200);
       const unchanged = await p.patch(slug, project.slug, owner, {});
@@ -829,9 +800,9 @@ describe("projects", () => {
       expect((await p.get(slug, project.slug, owner)).body.project.templateVersion).toBe("1.1.0");
       expect(await workspaceVersion(deps, project.id)).toBe("1.1.0");
 
-      expectFieldError(await upgrade(project.slug, "?version=9.9.9"), "version");
-      expectFieldError(await upgrade(project.slug, "?version=banana"), "version");
-      expectFieldError(await upgrade(project.slug, `?version=${"1".repeat(41)}`), "version");
+      expectValidation(await upgrade(project.slug, "?version=9.9.9"), "version");
+      expectValidation(await upgrade(project.slug, "?version=banana"), "version");
+      expectValidation(await upgrade(project.slug, `?version=${"1".repeat(41)}`), "version");
       expect((await p.get(slug, project.slug, owner)).body.project.templateVersion).toBe("1.1.0");
 
       const deploys = await deploysOf(slug, project.slug, owner);
@@ -1196,7 +1167,7 @@ describe("projects", () => {
       }
       expectStatus(res, 200);
       tokensSeen.push(res.body.adminToken);
-      expect(hashAfter).toBe(sha256(res.body.adminToken));
+      expect(hashAfter).toBe(sha256Hex(res.body.adminToken));
       expect(hashAfter).not.toBe(hashBefore);
     });
 
@@ -1268,7 +1239,7 @@ describe("projects", () => {
       const after = await p.get(a.slug, project.slug, a.owner);
       expect(after.body.project).toMatchObject({ name: "Alpha Secret", status: "active" });
       expect((await p.list(a.slug, a.owner)).body.projects).toHaveLength(1);
-      expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256(project.adminToken));
+      expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256Hex(project.adminToken));
     });
   });
 
@@ -1283,7 +1254,7 @@ describe("projects", () => {
       for (const token of tokensSeen) {
         expect(text).not.toContain(token);
         // Nor its hash.
-        expect(text).not.toContain(sha256(token));
+        expect(text).not.toContain(sha256Hex(token));
       }
     });
   });
@@ -1340,7 +1311,7 @@ describe("projects with workers the test controls", () => {
     }
     const read = await p.get(slug, project.slug, owner);
     expect(read.body.project.status).toBe("provisioning");
-    expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256(project.adminToken));
+    expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256Hex(project.adminToken));
 
     const del = await p.remove(slug, project.slug, owner);
     expectStatus(del, 200);
@@ -1467,9 +1438,12 @@ describe("projects with workers the test controls", () => {
 
     await deps.jobs.enqueue(deps.db, { kind: "projects.purge", payload: {} });
     const purged = await until(
-      () => storedProject(deps, doomed.id),
-      (row) => row.purged_at !== null,
       "purge",
+      async () => {
+        const row = await storedProject(deps, doomed.id);
+        return row.purged_at !== null ? row : undefined;
+      },
+      15_000,
     );
     expect(purged.status).toBe("deleted");
     expect(await workspaceExists(deps, doomed.id)).toBe(false);
