@@ -378,10 +378,14 @@ export async function startMailbox() {
 
 export type Mailbox = Awaited<ReturnType<typeof startMailbox>>;
 
-/** The invitation token in an invitation mail (quoted-printable soft breaks undone). */
+/** The mail text with quoted-printable soft line breaks and `=3D` undone. */
+export function mailText(mail: ReceivedMail): string {
+  return mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
+}
+
+/** The invitation token in an invitation mail. */
 export function invitationToken(mail: ReceivedMail): string {
-  const text = mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
-  const match = /accept-invite\?token=([A-Za-z0-9_%-]+)/.exec(text);
+  const match = /accept-invite\?token=([A-Za-z0-9_%-]+)/.exec(mailText(mail));
   if (!match?.[1]) throw new Error("no invitation link in mail");
   return decodeURIComponent(match[1]);
 }

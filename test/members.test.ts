@@ -9,6 +9,7 @@ import {
   expectValidation,
   invitationToken,
   type Mailbox,
+  mailText,
   type ReceivedMail,
   signUp,
   sleep,
@@ -35,11 +36,6 @@ async function startAppWithMailbox(): Promise<{ app: TestApp; mailbox: Mailbox }
   // Many sign-ups come from 127.0.0.1 in one minute; the per-address sign-up limit is not under test here.
   const app = await startApp({ SMTP_URL: mailbox.url, PUBLIC_URL, AUTH_RATE_LIMIT_PER_MINUTE: "10000" });
   return { app, mailbox };
-}
-
-/** The mail text with quoted-printable soft line breaks and `=3D` undone. */
-function mailText(mail: ReceivedMail): string {
-  return mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
 }
 
 describe("members and invitations", () => {
