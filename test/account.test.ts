@@ -4,6 +4,8 @@ import {
   call,
   createApiKey,
   createOrg,
+  expectError,
+  expectValidation,
   sessionCookieFrom,
   signUp,
   startApp,
@@ -25,29 +27,6 @@ beforeAll(async () => {
 });
 
 afterAll(() => app?.close());
-
-function expectErrorEnvelope(res: CallResult, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.headers.get("content-type")).toContain("application/json");
-  expect(typeof res.body).toBe("object");
-  expect(Object.keys(res.body)).toEqual(["error"]);
-  expect(res.body.error.code).toBe(code);
-  expect(typeof res.body.error.message).toBe("string");
-  expect(res.body.error.message.length).toBeGreaterThan(0);
-  for (const key of Object.keys(res.body.error)) expect(["code", "message", "details", "requestId"]).toContain(key);
-}
-
-/** A 422 VALIDATION envelope whose details name `path`. */
-function expectValidation(res: CallResult, path: string): void {
-  expectErrorEnvelope(res, 422, "VALIDATION");
-  const details = res.body.error.details;
-  expect(Array.isArray(details)).toBe(true);
-  for (const issue of details) {
-    expect(typeof issue.path).toBe("string");
-    expect(typeof issue.message).toBe("string");
-  }
-  expect(details.map((issue: { path: string }) => issue.path)).toContain(path);
-}
 
 function expectAuthUser(user: any, email: string, name: string): void {
   expect(Object.keys(user).sort()).toEqual(AUTH_USER_KEYS);
@@ -126,16 +105,12 @@ describe("POST /auth/sign-up/email", () => {
     const email = uniqueEmail("dup");
     expect((await signUpRaw({ email, password: PASSWORD, name: "First" })).status).toBe(200);
     const again = await signUpRaw({ email, password: "another-password", name: "Second" });
-    expectErrorEnvelope(again, 409, "CONFLICT");
+    expectError(again, 409, "CONFLICT");
     expect(again.headers.getSetCookie().some((c) => /session_token=[^;]+/.test(c))).toBe(false);
-    expectErrorEnvelope(
-      await signUpRaw({ email: email.toUpperCase(), password: PASSWORD, name: "Shout" }),
-      409,
-      "CONFLICT",
-    );
+    expectError(await signUpRaw({ email: email.toUpperCase(), password: PASSWORD, name: "Shout" }), 409, "CONFLICT");
     // The first account keeps its password.
     expect((await signInRaw({ email, password: PASSWORD })).status).toBe(200);
-    expectErrorEnvelope(await signInRaw({ email, password: "another-password" }), 401, "UNAUTHORIZED");
+    expectError(await signInRaw({ email, password: "another-password" }), 401, "UNAUTHORIZED");
   });
 
   it("gives simultaneous sign-ups of one e-mail one account: one 200, every other 409 CONFLICT", async () => {
@@ -146,7 +121,7 @@ describe("POST /auth/sign-up/email", () => {
       ),
     );
     expect(answers.filter((res) => res.status === 200)).toHaveLength(1);
-    for (const res of answers.filter((r) => r.status !== 200)) expectErrorEnvelope(res, 409, "CONFLICT");
+    for (const res of answers.filter((r) => r.status !== 200)) expectError(res, 409, "CONFLICT");
     expect((await signInRaw({ email, password: PASSWORD })).status).toBe(200);
   });
 
@@ -168,7 +143,7 @@ describe("POST /auth/sign-up/email", () => {
       rawBody: "{oops",
       headers: { "content-type": "application/json" },
     });
-    expectErrorEnvelope(malformed, 400, "BAD_REQUEST");
+    expectError(malformed, 400, "BAD_REQUEST");
   });
 });
 
@@ -197,10 +172,10 @@ describe("POST /auth/sign-in/email, GET /auth/get-session, POST /auth/sign-out",
 
   it("refuses a wrong password and an unknown e-mail alike with 401 UNAUTHORIZED", async () => {
     const wrong = await signInRaw({ email: user.email, password: "wrong-password" });
-    expectErrorEnvelope(wrong, 401, "UNAUTHORIZED");
+    expectError(wrong, 401, "UNAUTHORIZED");
     expect(wrong.headers.getSetCookie().some((c) => /session_token=[^;]+/.test(c))).toBe(false);
     const unknown = await signInRaw({ email: uniqueEmail("ghost"), password: "wrong-password" });
-    expectErrorEnvelope(unknown, 401, "UNAUTHORIZED");
+    expectError(unknown, 401, "UNAUTHORIZED");
     // No account enumeration: both failures read the same.
     expect(unknown.body.error.message).toBe(wrong.body.error.message);
   });
@@ -239,13 +214,9 @@ describe("POST /auth/sign-in/email, GET /auth/get-session, POST /auth/sign-out",
     expect(cleared).toMatch(/^plinth\.session_token=;/);
     expect(cleared).toMatch(/Max-Age=0/i);
 
-    expectErrorEnvelope(await call(app, "GET", "/account", { cookie }), 401, "UNAUTHORIZED");
-    expectErrorEnvelope(
-      await call(app, "PATCH", "/account", { cookie, body: { title: "Ghost" } }),
-      401,
-      "UNAUTHORIZED",
-    );
-    expectErrorEnvelope(await call(app, "GET", "/orgs", { cookie }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "GET", "/account", { cookie }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "PATCH", "/account", { cookie, body: { title: "Ghost" } }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "GET", "/orgs", { cookie }), 401, "UNAUTHORIZED");
     const session = await call(app, "GET", "/auth/get-session", { cookie });
     expect(session.status).toBe(200);
     expect(session.body).toBeNull();
@@ -299,7 +270,7 @@ describe("session cookies", () => {
       `${token}.`,
     ];
     for (const signed of tampered) {
-      expectErrorEnvelope(await call(app, "GET", "/account", { cookie: cookieOf(name, signed) }), 401, "UNAUTHORIZED");
+      expectError(await call(app, "GET", "/account", { cookie: cookieOf(name, signed) }), 401, "UNAUTHORIZED");
     }
     expect((await getAccount(user.cookie)).id).toBe(user.accountId);
     expect((await getAccount(cookieOf(name, `${token}.${signature}`))).id).toBe(user.accountId);
@@ -312,11 +283,11 @@ describe("session cookies", () => {
       .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
       .where("user_id", "=", expiring.accountId)
       .execute();
-    expectErrorEnvelope(await call(app, "GET", "/account", { cookie: expiring.cookie }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "GET", "/account", { cookie: expiring.cookie }), 401, "UNAUTHORIZED");
 
     const deleted = await signUp(app);
     await app.server.deps.db.deleteFrom("users").where("id", "=", deleted.accountId).execute();
-    expectErrorEnvelope(await call(app, "GET", "/account", { cookie: deleted.cookie }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "GET", "/account", { cookie: deleted.cookie }), 401, "UNAUTHORIZED");
   });
 
   it("renews a session a day after it was last renewed, as better-auth does", async () => {
@@ -349,11 +320,11 @@ describe("session cookies", () => {
 
       expect((await call(app, "POST", "/auth/sign-out", { cookie: user.cookie })).status).toBe(200);
       const signedOut = Date.now();
-      expectErrorEnvelope(await account(app), 401, "UNAUTHORIZED");
+      expectError(await account(app), 401, "UNAUTHORIZED");
       // The other process may trust what it read a moment ago, for a moment.
       await until("the other process to refuse the session", async () => (await account(second)).status === 401, 5_000);
       expect(Date.now() - signedOut).toBeLessThan(5_000);
-      expectErrorEnvelope(await account(second), 401, "UNAUTHORIZED");
+      expectError(await account(second), 401, "UNAUTHORIZED");
     });
 
     it("a session signed in on one process works on the other at once", async () => {
@@ -493,18 +464,18 @@ describe("GET and PATCH /account", () => {
   });
 
   it("answers 401 without credentials", async () => {
-    expectErrorEnvelope(await call(app, "GET", "/account"), 401, "UNAUTHORIZED");
-    expectErrorEnvelope(await call(app, "PATCH", "/account", { body: { name: "Nobody" } }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "GET", "/account"), 401, "UNAUTHORIZED");
+    expectError(await call(app, "PATCH", "/account", { body: { name: "Nobody" } }), 401, "UNAUTHORIZED");
     const bogus = "plinth.session_token=not-a-session.sig";
-    expectErrorEnvelope(await call(app, "GET", "/account", { cookie: bogus }), 401, "UNAUTHORIZED");
+    expectError(await call(app, "GET", "/account", { cookie: bogus }), 401, "UNAUTHORIZED");
   });
 
   it.each(["full", "deploy", "read-only"] as const)("answers 403 to a %s API key", async (scope) => {
     const owner = await signUp(app);
     const org = await createOrg(app, owner, `Account Keys ${scope}`);
     const { token } = await createApiKey(app, owner, org.slug, scope);
-    expectErrorEnvelope(await call(app, "GET", "/account", { token }), 403, "FORBIDDEN");
-    expectErrorEnvelope(await call(app, "PATCH", "/account", { token, body: { name: "Robot" } }), 403, "FORBIDDEN");
+    expectError(await call(app, "GET", "/account", { token }), 403, "FORBIDDEN");
+    expectError(await call(app, "PATCH", "/account", { token, body: { name: "Robot" } }), 403, "FORBIDDEN");
     expect((await getAccount(owner.cookie)).name).toBe("Test User");
   });
 });

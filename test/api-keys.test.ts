@@ -1,12 +1,14 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
-  type CallResult,
   call,
   createApiKey,
-  createOrg,
+  expectError,
+  expectValidation,
   type Mailbox,
+  ownerWithOrg,
+  sha256Hex,
   signUp,
   startApp,
   startMailbox,
@@ -45,29 +47,6 @@ afterAll(async () => {
   await mailbox?.close();
 });
 
-function sha256Hex(value: string): string {
-  return createHash("sha256").update(value).digest("hex");
-}
-
-/** A signed-in owner and the org they just created. */
-async function ownerWithOrg(name = "Key Org"): Promise<{ owner: TestUser; slug: string; orgId: string }> {
-  const owner = await signUp(app);
-  const org = await createOrg(app, owner, name);
-  return { owner, slug: org.slug, orgId: org.id };
-}
-
-function expectError(res: CallResult, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body.error.code).toBe(code);
-  expect(typeof res.body.error.message).toBe("string");
-}
-
-function expectValidation(res: CallResult, path: string): void {
-  expectError(res, 422, "VALIDATION");
-  const paths = (res.body.error.details as { path: string }[]).map((issue) => issue.path);
-  expect(paths).toContain(path);
-}
-
 async function listKeys(user: TestUser, slug: string) {
   const res = await call(app, "GET", `/org/${slug}/api-keys`, { cookie: user.cookie });
   expect(res.status).toBe(200);
@@ -76,7 +55,7 @@ async function listKeys(user: TestUser, slug: string) {
 
 describe("creating and listing API keys", () => {
   it("returns the key and its pak_ token once; the list never shows the token or its hash", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const created = await call(app, "POST", `/org/${slug}/api-keys`, {
       cookie: owner.cookie,
       body: { name: "CI deploys", scope: "deploy" },
@@ -111,7 +90,7 @@ describe("creating and listing API keys", () => {
   });
 
   it("keeps expiresInDays and mcpTools", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const created = await call(app, "POST", `/org/${slug}/api-keys`, {
       cookie: owner.cookie,
       body: { name: "agent", scope: "read-only", expiresInDays: 30, mcpTools: ["list_projects", "get_usage"] },
@@ -125,7 +104,7 @@ describe("creating and listing API keys", () => {
   });
 
   it("lists keys newest first", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const first = await createApiKey(app, owner, slug, "full");
     app.clock.advance(1000);
     const second = await createApiKey(app, owner, slug, "read-only");
@@ -134,7 +113,7 @@ describe("creating and listing API keys", () => {
   });
 
   it("authenticates with the token as the key's org and records lastUsedAt", async () => {
-    const { owner, slug, orgId } = await ownerWithOrg();
+    const { owner, slug, orgId } = await ownerWithOrg(app, "Key Org");
     const { token, id } = await createApiKey(app, owner, slug, "read-only");
     const before = await listKeys(owner, slug);
     expect(before.body.apiKeys.find((k: { id: string }) => k.id === id).lastUsedAt).toBeNull();
@@ -155,7 +134,7 @@ describe("ApiKeyInput validation", () => {
   let owner: TestUser;
   let slug: string;
   beforeAll(async () => {
-    ({ owner, slug } = await ownerWithOrg("Validation Org"));
+    ({ owner, slug } = await ownerWithOrg(app, "Validation Org"));
   });
 
   const create = (body: unknown) => call(app, "POST", `/org/${slug}/api-keys`, { cookie: owner.cookie, body });
@@ -229,7 +208,7 @@ describe("ApiKeyInput validation", () => {
 
 describe("expiry", () => {
   it("stops a key once expiresInDays has lapsed (injectable clock)", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const { token } = await createApiKey(app, owner, slug, "full", { expiresInDays: 1 });
     const lasting = await createApiKey(app, owner, slug, "full");
     expect((await call(app, "GET", `/org/${slug}/overview`, { token })).status).toBe(200);
@@ -247,7 +226,7 @@ describe("expiry", () => {
 
 describe("revocation", () => {
   it("takes effect on the very next request; a second revoke is 404; the key leaves the list", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const { token, id } = await createApiKey(app, owner, slug, "full");
     const other = await createApiKey(app, owner, slug, "read-only");
     expect((await call(app, "GET", `/org/${slug}/overview`, { token })).status).toBe(200);
@@ -266,7 +245,7 @@ describe("revocation", () => {
   });
 
   it("answers 404 for an unknown key id", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     expectError(
       await call(app, "DELETE", `/org/${slug}/api-keys/key_doesnotexist`, { cookie: owner.cookie }),
       404,
@@ -275,7 +254,7 @@ describe("revocation", () => {
   });
 
   it("stops every key of an org once the org is deleted", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const { token } = await createApiKey(app, owner, slug, "full");
     expect((await call(app, "DELETE", `/org/${slug}`, { cookie: owner.cookie })).status).toBe(200);
     expectError(await call(app, "GET", "/orgs", { token }), 401, "UNAUTHORIZED");
@@ -283,7 +262,7 @@ describe("revocation", () => {
   });
 
   it("lets a full key revoke itself, after which it is refused", async () => {
-    const { owner, slug } = await ownerWithOrg();
+    const { owner, slug } = await ownerWithOrg(app, "Key Org");
     const { token, id } = await createApiKey(app, owner, slug, "full");
     expect((await call(app, "DELETE", `/org/${slug}/api-keys/${id}`, { token })).status).toBe(204);
     expectError(await call(app, "GET", `/org/${slug}/api-keys`, { token }), 401, "UNAUTHORIZED");
@@ -296,8 +275,8 @@ describe("credentials and isolation", () => {
   let keyA: { token: string; id: string };
   let keyB: { token: string; id: string };
   beforeAll(async () => {
-    a = await ownerWithOrg("Org A");
-    b = await ownerWithOrg("Org B");
+    a = await ownerWithOrg(app, "Org A");
+    b = await ownerWithOrg(app, "Org B");
     keyA = await createApiKey(app, a.owner, a.slug, "full");
     keyB = await createApiKey(app, b.owner, b.slug, "full");
   });
@@ -388,7 +367,7 @@ describe("key scopes", () => {
   let victim: { token: string; id: string };
 
   beforeAll(async () => {
-    ({ owner, slug } = await ownerWithOrg("Scope Org"));
+    ({ owner, slug } = await ownerWithOrg(app, "Scope Org"));
     keys = {
       "read-only": await createApiKey(app, owner, slug, "read-only"),
       deploy: await createApiKey(app, owner, slug, "deploy"),
@@ -515,7 +494,7 @@ describe("role matrix", () => {
   const users = {} as Record<"owner" | "admin" | "developer" | "viewer", TestUser>;
 
   beforeAll(async () => {
-    ({ owner, slug } = await ownerWithOrg("Role Org"));
+    ({ owner, slug } = await ownerWithOrg(app, "Role Org"));
     users.owner = owner;
     for (const role of ["admin", "developer", "viewer"] as const) {
       users[role] = (await addMember(app, mailbox, owner, slug, role)).user;
@@ -573,7 +552,7 @@ describe("role matrix", () => {
 
 describe("IP allowlist", () => {
   it("refuses keys from outside the org's allowlist and accepts them from inside", async () => {
-    const { owner, slug } = await ownerWithOrg("Allowlist Org");
+    const { owner, slug } = await ownerWithOrg(app, "Allowlist Org");
     const { token } = await createApiKey(app, owner, slug, "read-only");
     const setAllowlist = async (ipAllowlist: string[]) => {
       const res = await call(app, "PATCH", `/org/${slug}`, { cookie: owner.cookie, body: { ipAllowlist } });

@@ -1,13 +1,15 @@
-import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
   type CallResult,
   call,
   createApiKey,
-  createOrg,
+  expectError,
+  expectValidation,
   invitationToken,
   type Mailbox,
+  ownerWithOrg,
+  sha256Hex,
   signUp,
   startApp,
   startMailbox,
@@ -45,16 +47,6 @@ afterAll(async () => {
   await mailbox?.close();
 });
 
-function sha256Hex(value: string): string {
-  return createHash("sha256").update(value).digest("hex");
-}
-
-async function ownerWithOrg(name = "Audit Org"): Promise<{ owner: TestUser; slug: string; orgId: string }> {
-  const owner = await signUp(app);
-  const org = await createOrg(app, owner, name);
-  return { owner, slug: org.slug, orgId: org.id };
-}
-
 type Caller = { cookie: string } | { token: string };
 
 function auditCall(caller: Caller | undefined, slug: string, query: Record<string, string> = {}) {
@@ -68,16 +60,6 @@ async function events(caller: Caller, slug: string, query: Record<string, string
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   expect(Object.keys(res.body)).toEqual(["events"]);
   return res.body.events;
-}
-
-function expectError(res: CallResult, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body.error.code).toBe(code);
-}
-
-function expectValidation(res: CallResult, path: string): void {
-  expectError(res, 422, "VALIDATION");
-  expect((res.body.error.details as { path: string }[]).map((issue) => issue.path)).toContain(path);
 }
 
 /** `ms` written as ISO-8601 in a zone `offsetMinutes` east of UTC, e.g. `2024-05-01T14:00:00.000+02:00`. */
@@ -100,7 +82,7 @@ describe("rows written by mutations", () => {
   let log: AuditEvent[];
 
   beforeAll(async () => {
-    ({ owner, slug, orgId } = await ownerWithOrg("Audited Org"));
+    ({ owner, slug, orgId } = await ownerWithOrg(app, "Audited Org"));
     const step = async <T>(action: () => Promise<T>): Promise<T> => {
       app.clock.advance(1000);
       return action();
@@ -249,7 +231,7 @@ describe("rows written by mutations", () => {
 
 describe("a PATCH that changes nothing", () => {
   it("answers 200 with the record and writes no row, for the org, a webhook and an integration", async () => {
-    const { owner, slug } = await ownerWithOrg("Empty Patch Org");
+    const { owner, slug } = await ownerWithOrg(app, "Empty Patch Org");
     const hook = await call(app, "POST", `/org/${slug}/webhooks`, {
       cookie: owner.cookie,
       body: { url: "https://hooks.example.com/empty", events: ["*"] },
@@ -274,7 +256,7 @@ describe("a PATCH that changes nothing", () => {
 
 describe("secrets", () => {
   it("never shows the API key token, the invitation token or the webhook secret", async () => {
-    const { owner, slug } = await ownerWithOrg("Secretive Org");
+    const { owner, slug } = await ownerWithOrg(app, "Secretive Org");
     const key = await createApiKey(app, owner, slug, "full");
 
     const invitee = await signUp(app);
@@ -351,7 +333,7 @@ describe("ordering, limit and offset", () => {
 
   beforeAll(async () => {
     let orgId: string;
-    ({ owner, slug, orgId } = await ownerWithOrg("Busy Org"));
+    ({ owner, slug, orgId } = await ownerWithOrg(app, "Busy Org"));
     const keyIds: string[] = [];
     for (let i = 0; i < 55; i++) {
       app.clock.advance(1000);
@@ -407,7 +389,7 @@ describe("action filter", () => {
   let keyId: string;
 
   beforeAll(async () => {
-    ({ owner, slug } = await ownerWithOrg("Filtered Org"));
+    ({ owner, slug } = await ownerWithOrg(app, "Filtered Org"));
     app.clock.advance(1000);
     keyId = (await createApiKey(app, owner, slug, "deploy")).id;
     app.clock.advance(1000);
@@ -471,7 +453,7 @@ describe("time range", () => {
   let keys: string[];
 
   beforeAll(async () => {
-    ({ owner, slug } = await ownerWithOrg("Timed Org"));
+    ({ owner, slug } = await ownerWithOrg(app, "Timed Org"));
     keys = [];
     for (let i = 0; i < 3; i++) {
       app.clock.advance(HOUR_MS);
@@ -575,11 +557,11 @@ describe("who may read the audit log", () => {
   let otherKey: { token: string; id: string };
 
   beforeAll(async () => {
-    ({ owner, slug } = await ownerWithOrg("Guarded Org"));
+    ({ owner, slug } = await ownerWithOrg(app, "Guarded Org"));
     for (const role of ["admin", "developer", "viewer"] as const) {
       users[role] = (await addMember(app, mailbox, owner, slug, role)).user;
     }
-    other = await ownerWithOrg("Neighbour Org");
+    other = await ownerWithOrg(app, "Neighbour Org");
     app.clock.advance(1000);
     otherKey = await createApiKey(app, other.owner, other.slug, "full");
   });

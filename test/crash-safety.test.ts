@@ -16,11 +16,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
+import { type ReceivedRequest, type Receiver, type Responder, sleep, startReceiver, until } from "./harness.ts";
 import { freePort } from "./ports.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -38,20 +38,6 @@ afterEach(async () => {
     }
   }
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The database one deployment shares
@@ -174,7 +160,8 @@ async function api(session: Session, method: string, pathname: string, body?: un
   return { status: response.status, body: (text ? JSON.parse(text) : undefined) as any };
 }
 
-async function expectStatus(
+/** Calls the API as `session`; its answer's body, once the status is `status`. */
+async function callExpecting(
   session: Session,
   method: string,
   pathname: string,
@@ -208,12 +195,12 @@ async function signUp(url: string): Promise<Session> {
 }
 
 async function createActiveProject(session: Session, slug: string, name: string): Promise<string> {
-  const created = await expectStatus(session, "POST", `/org/${slug}/projects`, 201, { name });
+  const created = await callExpecting(session, "POST", `/org/${slug}/projects`, 201, { name });
   const projectSlug = created.project.slug as string;
   await until(
     `project ${projectSlug} to become active`,
     async () => {
-      const { project } = await expectStatus(session, "GET", `/org/${slug}/projects/${projectSlug}`, 200);
+      const { project } = await callExpecting(session, "GET", `/org/${slug}/projects/${projectSlug}`, 200);
       if (project.status === "failed") throw new Error(`provisioning failed: ${project.failureReason}`);
       return project.status === "active" || undefined;
     },
@@ -225,42 +212,15 @@ async function createActiveProject(session: Session, slug: string, name: string)
 // ---------------------------------------------------------------------------------------------
 // Receivers
 
-interface Received {
-  delivery: string;
-  event: string;
-  body: string;
-  at: number;
+/** A receiver that is closed after the test; webhooks point at `{url}/hook`. */
+async function startHookReceiver(responder: Responder): Promise<Receiver> {
+  const receiver = await startReceiver(responder);
+  cleanups.push(() => receiver.close());
+  return receiver;
 }
 
-async function startReceiver(
-  handle: (request: IncomingMessage, response: ServerResponse, received: Received) => void,
-): Promise<{ url: string; server: Server; received: Received[] }> {
-  const received: Received[] = [];
-  const server = createHttpServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on("data", (chunk: Buffer) => chunks.push(chunk));
-    request.on("end", () => {
-      const entry: Received = {
-        delivery: String(request.headers["x-service-delivery"] ?? ""),
-        event: String(request.headers["x-service-event"] ?? ""),
-        body: Buffer.concat(chunks).toString("utf8"),
-        at: Date.now(),
-      };
-      received.push(entry);
-      handle(request, response, entry);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}/hook`, server, received };
-}
+const deliveryOf = (request: ReceivedRequest) => String(request.headers["x-service-delivery"] ?? "");
+const eventOf = (request: ReceivedRequest) => String(request.headers["x-service-event"] ?? "");
 
 // ---------------------------------------------------------------------------------------------
 
@@ -277,32 +237,32 @@ describe("crash safety: a process killed mid-delivery", () => {
     };
 
     // The first request is never answered; later ones get a 200.
-    let stalled: ((entry: Received) => void) | undefined;
-    const firstSeen = new Promise<Received>((resolve) => {
+    let stalled: ((request: ReceivedRequest) => void) | undefined;
+    const firstSeen = new Promise<ReceivedRequest>((resolve) => {
       stalled = resolve;
     });
-    let redelivered: ((entry: Received) => void) | undefined;
-    const secondSeen = new Promise<Received>((resolve) => {
+    let redelivered: ((request: ReceivedRequest) => void) | undefined;
+    const secondSeen = new Promise<ReceivedRequest>((resolve) => {
       redelivered = resolve;
     });
-    const receiver = await startReceiver((_request, response, entry) => {
-      if (receiver.received.length === 1) {
-        stalled?.(entry);
-        return;
+    const receiver = await startHookReceiver((request, index) => {
+      if (index === 0) {
+        stalled?.(request);
+        return new Promise<never>(() => {});
       }
-      response.writeHead(200, { "content-type": "text/plain" }).end("ok");
-      redelivered?.(entry);
+      redelivered?.(request);
+      return { status: 200, body: "ok" };
     });
 
     const first = await startServe(env);
     const session = await signUp(first.url);
-    const { org } = await expectStatus(session, "POST", "/org", 201, { name: "Crash Org" });
-    const { webhook } = await expectStatus(session, "POST", `/org/${org.slug}/webhooks`, 201, {
-      url: receiver.url,
+    const { org } = await callExpecting(session, "POST", "/org", 201, { name: "Crash Org" });
+    const { webhook } = await callExpecting(session, "POST", `/org/${org.slug}/webhooks`, 201, {
+      url: `${receiver.url}/hook`,
       events: ["project.paused"],
     });
     const projectSlug = await createActiveProject(session, org.slug, "Crash Project");
-    await expectStatus(session, "POST", `/org/${org.slug}/projects/${projectSlug}/pause`, 200);
+    await callExpecting(session, "POST", `/org/${org.slug}/projects/${projectSlug}/pause`, 200);
 
     const stalledEntry = await Promise.race([
       firstSeen,
@@ -313,8 +273,8 @@ describe("crash safety: a process killed mid-delivery", () => {
     first.child.kill("SIGKILL");
     await first.exited;
     const killedAt = Date.now();
-    expect(stalledEntry.event).toBe("project.paused");
-    expect(stalledEntry.delivery).toMatch(/^dlv_/);
+    expect(eventOf(stalledEntry)).toBe("project.paused");
+    expect(deliveryOf(stalledEntry)).toMatch(/^dlv_/);
 
     // Same database, new process. The job is still `running` under the dead worker's lease
     // (timeout 1 s + 5 s, lease = timeout + 5 s), so it is claimed again when that lapses.
@@ -325,8 +285,8 @@ describe("crash safety: a process killed mid-delivery", () => {
         throw new Error(`the delivery did not arrive again within 30 s of the restart:\n${second.output()}`);
       }),
     ]);
-    expect(again.delivery).toBe(stalledEntry.delivery);
-    expect(again.event).toBe("project.paused");
+    expect(deliveryOf(again)).toBe(deliveryOf(stalledEntry));
+    expect(eventOf(again)).toBe("project.paused");
     expect(again.body).toBe(stalledEntry.body);
     expect(JSON.parse(again.body)).toMatchObject({ event: "project.paused", payload: { projectSlug } });
     // Not before the lease could have lapsed (it was taken before the first request was sent).
@@ -337,13 +297,13 @@ describe("crash safety: a process killed mid-delivery", () => {
     const delivery = await until(
       "the delivery to be recorded as succeeded",
       async () => {
-        const { deliveries } = await expectStatus(
+        const { deliveries } = await callExpecting(
           restarted,
           "GET",
           `/org/${org.slug}/webhooks/${webhook.id}/deliveries`,
           200,
         );
-        const found = (deliveries as any[]).find((d) => d.id === stalledEntry.delivery);
+        const found = (deliveries as any[]).find((d) => d.id === deliveryOf(stalledEntry));
         return found?.status === "succeeded" ? found : undefined;
       },
       10_000,
@@ -352,7 +312,7 @@ describe("crash safety: a process killed mid-delivery", () => {
     expect(delivery.lastStatusCode).toBe(200);
     expect(delivery.attempts.at(-1)).toMatchObject({ statusCode: 200, error: null });
     // Every request the receiver saw was this one delivery: the one cut off, then its redelivery.
-    expect(receiver.received.map((r) => r.delivery)).toEqual([stalledEntry.delivery, stalledEntry.delivery]);
+    expect(receiver.requests.map(deliveryOf)).toEqual([deliveryOf(stalledEntry), deliveryOf(stalledEntry)]);
 
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);
@@ -373,9 +333,9 @@ describe.runIf(DATABASE_URL)("concurrency on PostgreSQL: two worker processes", 
 
     // A fast receiver that holds each request a few ms, so leases are visibly held while it runs.
     const counts = new Map<string, number>();
-    const receiver = await startReceiver((_request, response, entry) => {
-      counts.set(entry.delivery, (counts.get(entry.delivery) ?? 0) + 1);
-      setTimeout(() => response.writeHead(200, { "content-type": "text/plain" }).end("ok"), 2 + Math.random() * 3);
+    const receiver = await startHookReceiver((request) => {
+      counts.set(deliveryOf(request), (counts.get(deliveryOf(request)) ?? 0) + 1);
+      return new Promise((resolve) => setTimeout(() => resolve({ status: 200, body: "ok" }), 2 + Math.random() * 3));
     });
 
     // The API process migrates the fresh schema first; then the workers join it.
@@ -384,7 +344,7 @@ describe.runIf(DATABASE_URL)("concurrency on PostgreSQL: two worker processes", 
     await startWorkerProcess({ ...env, WORKERS: "8" });
 
     const session = await signUp(serve.url);
-    const { org } = await expectStatus(session, "POST", "/org", 201, { name: "Concurrency Org" });
+    const { org } = await callExpecting(session, "POST", "/org", 201, { name: "Concurrency Org" });
     const CHAINS = 10;
     const PAIRS_PER_CHAIN = 50;
     // Provisioned by the worker processes (serve runs no jobs).
@@ -392,8 +352,8 @@ describe.runIf(DATABASE_URL)("concurrency on PostgreSQL: two worker processes", 
       Array.from({ length: CHAINS }, (_, i) => createActiveProject(session, org.slug, `Chain ${i}`)),
     );
     // Created once the projects are active, so its deliveries are exactly the 1,000 below.
-    const { webhook } = await expectStatus(session, "POST", `/org/${org.slug}/webhooks`, 201, {
-      url: receiver.url,
+    const { webhook } = await callExpecting(session, "POST", `/org/${org.slug}/webhooks`, 201, {
+      url: `${receiver.url}/hook`,
       events: ["*"],
     });
 
@@ -418,8 +378,8 @@ describe.runIf(DATABASE_URL)("concurrency on PostgreSQL: two worker processes", 
       projects.map(async (projectSlug) => {
         const base = `/org/${org.slug}/projects/${projectSlug}`;
         for (let i = 0; i < PAIRS_PER_CHAIN; i++) {
-          await expectStatus(session, "POST", `${base}/pause`, 200);
-          await expectStatus(session, "POST", `${base}/resume`, 200);
+          await callExpecting(session, "POST", `${base}/pause`, 200);
+          await callExpecting(session, "POST", `${base}/resume`, 200);
         }
       }),
     );
@@ -435,7 +395,7 @@ describe.runIf(DATABASE_URL)("concurrency on PostgreSQL: two worker processes", 
     const ids: string[] = [];
     const statuses = new Map<string, number>();
     for (let offset = 0; ; offset += 200) {
-      const { deliveries } = await expectStatus(
+      const { deliveries } = await callExpecting(
         session,
         "GET",
         `/org/${org.slug}/webhooks/${webhook.id}/deliveries?limit=200&offset=${offset}`,
@@ -455,9 +415,9 @@ describe.runIf(DATABASE_URL)("concurrency on PostgreSQL: two worker processes", 
     expect([...counts.keys()].sort()).toEqual([...ids].sort());
     const doubled = [...counts].filter(([, n]) => n !== 1);
     expect(doubled).toEqual([]);
-    expect(receiver.received).toHaveLength(total);
+    expect(receiver.requests).toHaveLength(total);
     const events = new Map<string, number>();
-    for (const r of receiver.received) events.set(r.event, (events.get(r.event) ?? 0) + 1);
+    for (const r of receiver.requests) events.set(eventOf(r), (events.get(eventOf(r)) ?? 0) + 1);
     expect(Object.fromEntries(events)).toEqual({ "project.paused": total / 2, "project.resumed": total / 2 });
 
     // The queue is drained, and a succeeded delivery's job is deleted: none is left.

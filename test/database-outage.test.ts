@@ -4,7 +4,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
 import { JobNotifications } from "../src/jobs/notifications.ts";
-import { call, startApp, type TestApp, until } from "./harness.ts";
+import { call, sleep, startApp, type TestApp, until } from "./harness.ts";
 
 const DATABASE_URL = process.env.DATABASE_URL;
 
@@ -58,7 +58,7 @@ describe.runIf(DATABASE_URL)("PostgreSQL connections ended under a running proce
       });
       await until(`round ${round}: LISTEN again`, async () => (await listening()) === 1);
       // Given time for a second reconnection, none comes.
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await sleep(1_500);
       expect(await listening()).toBe(1);
     }
   });

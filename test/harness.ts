@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -6,9 +6,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { SMTPServer } from "smtp-server";
+import { expect } from "vitest";
 import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
 import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
+import { ERROR_CODES, type ErrorCode } from "../src/errors.ts";
 import { createLogger } from "../src/logger.ts";
 import { type RunningServer, startServer } from "../src/process/server.ts";
 
@@ -99,6 +101,24 @@ export async function until<T>(
   }
 }
 
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A lower-case token that keeps names (and so slugs) unique across tests. */
+export function tag(): string {
+  return randomBytes(4).toString("hex");
+}
+
+export function sha256Hex(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+/** An HMAC-SHA256 computed here, independently of the code under test, to check signatures with. */
+export function hmacHex(secret: string, message: string | Buffer): string {
+  return createHmac("sha256", secret).update(message).digest("hex");
+}
+
 export interface CallOptions {
   body?: unknown;
   /** Sent as-is instead of JSON-encoding `body`. */
@@ -115,7 +135,22 @@ export interface CallResult {
 }
 
 /** One HTTP request to the app; JSON in, JSON (or text) out. */
-export async function call(app: TestApp, method: string, pathname: string, options: CallOptions = {}) {
+export function call(app: TestApp, method: string, pathname: string, options: CallOptions = {}): Promise<CallResult> {
+  return request(`${app.url}/api${pathname}`, method, options);
+}
+
+/** One HTTP request to a project's workspace API, `{workspaceUrl}/api`. */
+export function callWorkspace(
+  app: TestApp,
+  projectId: string,
+  method: string,
+  pathname: string,
+  options: CallOptions = {},
+): Promise<CallResult> {
+  return request(`${app.url}/w/${projectId}/api${pathname}`, method, options);
+}
+
+async function request(url: string, method: string, options: CallOptions): Promise<CallResult> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.cookie) headers.cookie = options.cookie;
   if (options.token) headers.authorization = `Bearer ${options.token}`;
@@ -125,11 +160,68 @@ export async function call(app: TestApp, method: string, pathname: string, optio
     body = JSON.stringify(options.body);
     headers["content-type"] ??= "application/json";
   }
-  const response = await fetch(`${app.url}/api${pathname}`, { method, headers, body });
+  return readResult(await fetch(url, { method, headers, body }));
+}
+
+/** A response as `call` returns it: its body parsed when it is JSON, else its text. */
+export async function readResult(response: Response): Promise<CallResult> {
   const text = await response.text();
   let parsed: unknown = text;
   if (response.headers.get("content-type")?.includes("application/json") && text) parsed = JSON.parse(text);
-  return { status: response.status, body: parsed, headers: response.headers } as CallResult;
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assertions
+
+export function expectStatus(res: CallResult, status: number): void {
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+}
+
+const ENVELOPE_FIELDS = ["code", "message", "details", "requestId"];
+
+/**
+ * The error envelope every error is answered with: `status`, JSON, exactly `{error}` carrying
+ * `code` (any code of the list when none is given), a message, and the request's id as sent in
+ * `X-Request-Id`.
+ */
+export function expectError(res: CallResult, status: number, code?: ErrorCode): void {
+  expectStatus(res, status);
+  expect(res.headers.get("content-type")).toContain("application/json");
+  expect(typeof res.body).toBe("object");
+  expect(Object.keys(res.body)).toEqual(["error"]);
+  const { error } = res.body;
+  if (code) expect(error.code).toBe(code);
+  else expect(ERROR_CODES).toContain(error.code);
+  expect(typeof error.message).toBe("string");
+  expect(error.message.length).toBeGreaterThan(0);
+  for (const key of Object.keys(error)) expect(ENVELOPE_FIELDS).toContain(key);
+  const requestId = res.headers.get("x-request-id");
+  expect(requestId).toEqual(expect.any(String));
+  expect(error.requestId).toBe(requestId);
+}
+
+/**
+ * A 422 VALIDATION envelope whose details, `[{path, message}]`, name `path`; with `orInside`, a
+ * path inside it does too (`events.0` for `events`).
+ */
+export function expectValidation(res: CallResult, path: string, options: { orInside?: boolean } = {}): void {
+  expectError(res, 422, "VALIDATION");
+  const details = res.body.error.details;
+  expect(Array.isArray(details), JSON.stringify(res.body)).toBe(true);
+  for (const issue of details) {
+    expect(Object.keys(issue).sort()).toEqual(["message", "path"]);
+    expect(typeof issue.path).toBe("string");
+    expect(typeof issue.message).toBe("string");
+  }
+  const paths: string[] = details.map((issue: { path: string }) => issue.path);
+  const named = options.orInside ? paths.some((p) => p === path || p.startsWith(`${path}.`)) : paths.includes(path);
+  expect(named, `422 details ${JSON.stringify(details)} should name ${path}`).toBe(true);
+}
+
+export function expectNoContent(res: CallResult): void {
+  expectStatus(res, 204);
+  expect(res.body).toBe("");
 }
 
 export interface TestUser {
@@ -167,6 +259,16 @@ export async function createOrg(app: TestApp, user: TestUser, name = "Test Org")
   const res = await call(app, "POST", "/org", { cookie: user.cookie, body: { name } });
   if (res.status !== 201) throw new Error(`create org failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.org;
+}
+
+/** A signed-up owner and the org they just created. */
+export async function ownerWithOrg(
+  app: TestApp,
+  name = "Test Org",
+): Promise<{ owner: TestUser; slug: string; orgId: string }> {
+  const owner = await signUp(app);
+  const org = await createOrg(app, owner, name);
+  return { owner, slug: org.slug, orgId: org.id };
 }
 
 /** Creates a project in the org and waits until it is provisioned; returns its record (adminToken included). */
@@ -276,10 +378,14 @@ export async function startMailbox() {
 
 export type Mailbox = Awaited<ReturnType<typeof startMailbox>>;
 
-/** The invitation token in an invitation mail (quoted-printable soft breaks undone). */
+/** The mail text with quoted-printable soft line breaks and `=3D` undone. */
+export function mailText(mail: ReceivedMail): string {
+  return mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
+}
+
+/** The invitation token in an invitation mail. */
 export function invitationToken(mail: ReceivedMail): string {
-  const text = mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
-  const match = /accept-invite\?token=([A-Za-z0-9_%-]+)/.exec(text);
+  const match = /accept-invite\?token=([A-Za-z0-9_%-]+)/.exec(mailText(mail));
   if (!match?.[1]) throw new Error("no invitation link in mail");
   return decodeURIComponent(match[1]);
 }
@@ -325,7 +431,9 @@ export interface ReceivedRequest {
 export interface Reply {
   status: number;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Buffer;
+  /** Sends the head and the body, then never ends the response (a body that stalls). */
+  keepOpen?: boolean;
 }
 
 /** Decides the answer to the `index`-th request (0-based, over the receiver's life); a promise holds it open. */
@@ -334,8 +442,11 @@ export type Responder = (request: ReceivedRequest, index: number) => Reply | Pro
 export interface Receiver {
   /** `http://127.0.0.1:<port>`: point webhooks at any path below it. */
   url: string;
+  port: number;
   /** Every request, in order of arrival. */
   requests: ReceivedRequest[];
+  /** How many connections were opened to it. */
+  readonly connections: number;
   respondWith(responder: Responder): void;
   /** The requests that arrived at `path`. */
   at(path: string): ReceivedRequest[];
@@ -364,15 +475,25 @@ export async function startReceiver(responder: Responder = () => ({ status: 200,
       requests.push(request);
       void Promise.resolve(respond(request, requests.length - 1)).then((reply) => {
         if (res.destroyed) return;
-        res.writeHead(reply.status, { "content-type": "text/plain", ...reply.headers }).end(reply.body ?? "ok");
+        res.writeHead(reply.status, { "content-type": "text/plain", ...reply.headers });
+        if (reply.keepOpen) res.write(reply.body ?? "");
+        else res.end(reply.body ?? "ok");
       });
     });
+  });
+  let connections = 0;
+  server.on("connection", () => {
+    connections += 1;
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
+    port,
     requests,
+    get connections() {
+      return connections;
+    },
     respondWith(next) {
       respond = next;
     },

@@ -1,7 +1,7 @@
 import { connect } from "node:net";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, createOrg, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
+import { call, createOrg, expectError, readResult, signUp, startApp, type TestApp, type TestUser } from "./harness.ts";
 
 let app: TestApp;
 let owner: TestUser;
@@ -14,10 +14,6 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-function expectEnvelope(body: unknown, code: string) {
-  expect(body).toEqual({ error: expect.objectContaining({ code, message: expect.any(String) }) });
-}
-
 describe("GET /api/health", () => {
   it("reports the service and database up", async () => {
     const res = await call(app, "GET", "/health");
@@ -29,14 +25,12 @@ describe("GET /api/health", () => {
 describe("error envelope", () => {
   it("answers an unknown route with 404 NOT_FOUND", async () => {
     const res = await call(app, "GET", "/no/such/route", { cookie: owner.cookie });
-    expect(res.status).toBe(404);
-    expectEnvelope(res.body, "NOT_FOUND");
+    expectError(res, 404, "NOT_FOUND");
   });
 
   it("answers a wrong method with 405 and the allowed methods", async () => {
     const res = await call(app, "PUT", "/orgs", { cookie: owner.cookie });
-    expect(res.status).toBe(405);
-    expectEnvelope(res.body, "METHOD_NOT_ALLOWED");
+    expectError(res, 405, "METHOD_NOT_ALLOWED");
     expect(res.headers.get("allow")).toBe("GET");
     const onParam = await call(app, "PUT", `/org/${slug}`, { cookie: owner.cookie });
     expect(onParam.status).toBe(405);
@@ -51,7 +45,7 @@ describe("error envelope", () => {
     ] as const) {
       const res = await call(app, method, path, { cookie: owner.cookie });
       expect(res.status, `${method} ${path}`).toBe(404);
-      expectEnvelope(res.body, "NOT_FOUND");
+      expectError(res, 404, "NOT_FOUND");
       expect(res.headers.get("allow")).toBeNull();
     }
     const anonymous = await call(app, "GET", "/orgs/");
@@ -64,8 +58,7 @@ describe("error envelope", () => {
       rawBody: '{"name": "Broken',
       headers: { "content-type": "application/json" },
     });
-    expect(res.status).toBe(400);
-    expectEnvelope(res.body, "BAD_REQUEST");
+    expectError(res, 400, "BAD_REQUEST");
   });
 
   it("answers a JSON body that is not valid UTF-8 with 400, sized or chunked, and changes nothing", async () => {
@@ -85,10 +78,9 @@ describe("error envelope", () => {
         body,
         duplex: "half",
       } as RequestInit);
-      expect(res.status).toBe(400);
-      const envelope = (await res.json()) as { error: { message: string } };
-      expectEnvelope(envelope, "BAD_REQUEST");
-      expect(envelope.error.message).toMatch(/UTF-8/);
+      const result = await readResult(res);
+      expectError(result, 400, "BAD_REQUEST");
+      expect(result.body.error.message).toMatch(/UTF-8/);
     }
     expect((await call(app, "GET", "/account", { cookie: owner.cookie })).body).toEqual(before.body);
     // Like any malformed body, it comes after the guards: to a caller outside the org, it is 404.
@@ -119,14 +111,12 @@ describe("error envelope", () => {
       rawBody: "name=Acme",
       headers: { "content-type": "application/x-www-form-urlencoded" },
     });
-    expect(res.status).toBe(400);
-    expectEnvelope(res.body, "BAD_REQUEST");
+    expectError(res, 400, "BAD_REQUEST");
   });
 
   it("answers a JSON value that is not an object with 422", async () => {
     const res = await call(app, "POST", "/org", { cookie: owner.cookie, body: ["Acme"] });
-    expect(res.status).toBe(422);
-    expectEnvelope(res.body, "VALIDATION");
+    expectError(res, 422, "VALIDATION");
   });
 
   it("answers validation failures with 422 and every failing field in details", async () => {
@@ -134,8 +124,7 @@ describe("error envelope", () => {
       cookie: owner.cookie,
       body: { name: "x", residency: "mars", defaultRegion: "nowhere" },
     });
-    expect(res.status).toBe(422);
-    expectEnvelope(res.body, "VALIDATION");
+    expectError(res, 422, "VALIDATION");
     const paths = res.body.error.details.map((d: { path: string }) => d.path).sort();
     expect(paths).toEqual(["defaultRegion", "name", "residency"]);
     for (const detail of res.body.error.details) expect(detail.message).toEqual(expect.any(String));
@@ -235,8 +224,7 @@ describe("error envelope", () => {
       cookie: owner.cookie,
       body: { preferences: { blob: "x".repeat(1024 * 1024 + 1) } },
     });
-    expect(res.status).toBe(413);
-    expectEnvelope(res.body, "PAYLOAD_TOO_LARGE");
+    expectError(res, 413, "PAYLOAD_TOO_LARGE");
     expect(res.headers.get("ratelimit-limit")).toMatch(/^\d+$/);
   });
 
@@ -257,8 +245,7 @@ describe("error envelope", () => {
       body,
       duplex: "half",
     } as RequestInit);
-    expect(res.status).toBe(413);
-    expectEnvelope(await res.json(), "PAYLOAD_TOO_LARGE");
+    expectError(await readResult(res), 413, "PAYLOAD_TOO_LARGE");
     expect(res.headers.get("ratelimit-remaining")).toMatch(/^\d+$/);
   });
 
@@ -297,7 +284,7 @@ describe("error envelope", () => {
         const concrete = path.replace("{slug}", slug).replace("{id}", "mem_x");
         const res = await call(app, method.toUpperCase(), concrete, method === "get" ? {} : { body: {} });
         expect(res.status, `${method} ${path}`).toBe(401);
-        expectEnvelope(res.body, "UNAUTHORIZED");
+        expectError(res, 401, "UNAUTHORIZED");
         checked++;
       }
     }
@@ -306,8 +293,7 @@ describe("error envelope", () => {
 
   it("refuses a forged session cookie with 401", async () => {
     const res = await call(app, "GET", "/account", { cookie: "plinth.session_token=forged.value" });
-    expect(res.status).toBe(401);
-    expectEnvelope(res.body, "UNAUTHORIZED");
+    expectError(res, 401, "UNAUTHORIZED");
   });
 });
 
@@ -355,7 +341,11 @@ describe("requests Node's HTTP parser or the Fetch API refuse", () => {
     // A length, when announced, is the body's: a client waits for no more than is sent.
     const length = /\r\ncontent-length: (\d+)/.exec(res.headers)?.[1];
     if (length !== undefined) expect(Buffer.byteLength(res.body)).toBe(Number(length));
-    expectEnvelope(JSON.parse(res.body), "BAD_REQUEST");
+    // Exactly the envelope a routed error gets, with the id the headers carry.
+    const requestId = /\r\nx-request-id: (\S+)\r\n/.exec(res.headers)?.[1];
+    expect(JSON.parse(res.body)).toEqual({
+      error: { code: "BAD_REQUEST", message: expect.stringMatching(/\S/), requestId },
+    });
   });
 
   it("serves an HTTP/1.0 request without Host, which needs none", async () => {

@@ -5,6 +5,7 @@ import {
   addMember,
   type CallResult,
   call,
+  callWorkspace,
   createActiveProject,
   createApiKey,
   createOrg,
@@ -26,26 +27,15 @@ let key: string;
 let projectId: string;
 let adminToken: string;
 
-/** A call to the workspace API with an Idempotency-Key (`key`), as the given bearer. */
-async function ws(path: string, token: string, body: unknown, idempotencyKey?: string): Promise<CallResult> {
-  const response = await fetch(`${app.url}/w/${projectId}/api${path}`, {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${token}`,
-      "content-type": "application/json",
-      ...(idempotencyKey ? { "idempotency-key": idempotencyKey } : {}),
-    },
-    body: JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+/** A POST to the workspace API as the given bearer, under an Idempotency-Key when one is given. */
+function ws(path: string, token: string, body: unknown, idempotencyKey?: string): Promise<CallResult> {
+  const options = { token, body };
+  return callWorkspace(app, projectId, "POST", path, idempotencyKey ? withKey(idempotencyKey, options) : options);
 }
 
 async function items(collection: string): Promise<{ id: string }[]> {
-  const response = await fetch(`${app.url}/w/${projectId}/api/items/${collection}?limit=500`, {
-    headers: { authorization: `Bearer ${adminToken}` },
-  });
-  return ((await response.json()) as { items: { id: string }[] }).items;
+  const res = await callWorkspace(app, projectId, "GET", `/items/${collection}?limit=500`, { token: adminToken });
+  return res.body.items;
 }
 
 /** A project create by the org's API key, under an Idempotency-Key. */

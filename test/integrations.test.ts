@@ -6,10 +6,14 @@ import {
   call,
   createApiKey,
   createOrg,
+  expectError,
+  expectStatus,
+  expectValidation,
   type Mailbox,
   type ReceivedRequest,
   type Receiver,
   signUp,
+  sleep,
   startApp,
   startMailbox,
   startReceiver,
@@ -40,10 +44,6 @@ async function startPrefixReceiver(): Promise<PrefixReceiver> {
   return Object.assign(receiver, { statusByPrefix, holdByPrefix });
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 function json(request: ReceivedRequest): any {
   return JSON.parse(request.body);
 }
@@ -55,25 +55,6 @@ function slackKind(request: ReceivedRequest): string | undefined {
 
 /** How long to keep listening after the expected deliveries, before asserting that no others came. */
 const SETTLE_MS = 600;
-
-// ---- assertions ----
-
-function expectStatus(res: CallResult, status: number): void {
-  expect(res.status, `${res.status} ${JSON.stringify(res.body)}`).toBe(status);
-}
-
-function expectError(res: CallResult, status: number, code: string): void {
-  expectStatus(res, status);
-  expect(res.body.error.code).toBe(code);
-  expect(typeof res.body.error.message).toBe("string");
-}
-
-/** 422 VALIDATION whose details name `field`. */
-function expectFieldError(res: CallResult, field: string): void {
-  expectError(res, 422, "VALIDATION");
-  const paths = (res.body.error.details as { path: string }[]).map((d) => d.path);
-  expect(paths, JSON.stringify(res.body)).toContain(field);
-}
 
 function masked(secret: string): string {
   return `••••${secret.slice(-4)}`;
@@ -566,7 +547,7 @@ describe("integrations", () => {
     ];
     for (const [body, field] of cases) {
       const res = await create(org.slug, body);
-      expectFieldError(res, field);
+      expectValidation(res, field);
     }
     // Nothing was created by any of them.
     const listed = await call(app, "GET", `/org/${org.slug}/integrations`, { cookie: owner.cookie });
@@ -582,23 +563,23 @@ describe("integrations", () => {
       cookie: owner.cookie,
       body: { config: { repo: "bad", token: "ghp_new00000" } },
     });
-    expectFieldError(badRepo, "config.repo");
+    expectValidation(badRepo, "config.repo");
     const noToken = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
       cookie: owner.cookie,
       body: { config: { repo: "acme/other" } },
     });
-    expectFieldError(noToken, "config.token");
+    expectValidation(noToken, "config.token");
     const badEvents = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
       cookie: owner.cookie,
       body: { events: [""] },
     });
-    expectFieldError(badEvents, "events.0");
+    expectValidation(badEvents, "events.0");
     // The kind cannot change; sent back as read, it is no change.
     const otherKind = await call(app, "PATCH", `/org/${org.slug}/integrations/${github.id}`, {
       cookie: owner.cookie,
       body: { kind: "discord", config: { webhookUrl: `${receiver.url}/x` } },
     });
-    expectFieldError(otherKind, "kind");
+    expectValidation(otherKind, "kind");
     const after = await call(app, "GET", `/org/${org.slug}/integrations/${github.id}`, { cookie: owner.cookie });
     expectStatus(after, 200);
     expect(after.body.integration).toEqual(github);
@@ -629,7 +610,7 @@ describe("integrations", () => {
       // Keys inside arrays count too.
       [{ ...configWithKeys(48), list: [{ a: 1, b: 2 }] }, "config"],
     ];
-    for (const [config, field] of cases) expectFieldError(await create(org.slug, { kind: "slack", config }), field);
+    for (const [config, field] of cases) expectValidation(await create(org.slug, { kind: "slack", config }), field);
     const listed = await call(app, "GET", `/org/${org.slug}/integrations`, { cookie: owner.cookie });
     expect(listed.body.integrations).toEqual([]);
 
@@ -645,7 +626,7 @@ describe("integrations", () => {
         cookie: owner.cookie,
         body: { config },
       });
-      expectFieldError(res, field);
+      expectValidation(res, field);
     }
     const read = await call(app, "GET", `/org/${org.slug}/integrations/${created.id}`, { cookie: owner.cookie });
     expect(read.body.integration).toEqual(created);
@@ -672,7 +653,7 @@ describe("integrations", () => {
       ];
       for (const [body, field] of cases) {
         const res = await call(strict, "POST", `/org/${org.slug}/integrations`, { cookie: user.cookie, body });
-        expectFieldError(res, field);
+        expectValidation(res, field);
       }
       const listed = await call(strict, "GET", `/org/${org.slug}/integrations`, { cookie: user.cookie });
       expect(listed.body.integrations).toEqual([]);

@@ -5,7 +5,7 @@ import type { Deps } from "../src/deps.ts";
 import { type JobHandlers, PermanentJobError } from "../src/jobs/handlers.ts";
 import { backoffMs } from "../src/jobs/queue.ts";
 import { Worker } from "../src/jobs/worker.ts";
-import { dialect, startApp, type TestApp } from "./harness.ts";
+import { dialect, sleep, startApp, type TestApp, until } from "./harness.ts";
 
 let app: TestApp;
 let deps: Deps;
@@ -27,14 +27,6 @@ async function runWorker(handlers: JobHandlers, concurrency = 4, workerDeps: Dep
   workers.push(worker);
   await worker.start();
   return worker;
-}
-
-async function until(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /** A job's `last_error` when it is dead-lettered because its last attempt's lease lapsed. */
@@ -90,7 +82,7 @@ describe("running jobs", () => {
     const seen: unknown[] = [];
     await runWorker({ "test.record": { handle: async (payload) => void seen.push(payload) } });
     await deps.jobs.enqueue(deps.db, { kind: "test.record", payload: { hello: "world" } });
-    await until(async () => (await onlyJob()).status === "succeeded");
+    await until("the job to succeed", async () => (await onlyJob()).status === "succeeded");
     expect(seen).toEqual([{ hello: "world" }]);
     const row = await onlyJob();
     expect(row.attempts).toBe(1);
@@ -112,7 +104,7 @@ describe("running jobs", () => {
       },
     });
     await deps.jobs.enqueue(deps.db, { kind: "test.flaky", payload: {}, maxAttempts: 5 });
-    await until(async () => (await onlyJob()).status === "succeeded");
+    await until("the job to succeed", async () => (await onlyJob()).status === "succeeded");
     const row = await onlyJob();
     expect(row.attempts).toBe(3);
     expect(row.last_error).toBe("failure 2");
@@ -131,7 +123,7 @@ describe("running jobs", () => {
       },
     });
     await deps.jobs.enqueue(deps.db, { kind: "test.broken", payload: {}, maxAttempts: 3 });
-    await until(async () => (await onlyJob()).status === "dead");
+    await until("the job to be dead", async () => (await onlyJob()).status === "dead");
     expect(await onlyJob()).toMatchObject({ attempts: 3, last_error: "always broken" });
   });
 
@@ -145,7 +137,7 @@ describe("running jobs", () => {
     });
     await deps.jobs.enqueue(deps.db, { kind: "test.permanent", payload: {}, maxAttempts: 5 });
     await deps.jobs.enqueue(deps.db, { kind: "test.unknown", payload: {} });
-    await until(async () => {
+    await until("every job to be dead", async () => {
       const rows = await deps.db.selectFrom("jobs").select("status").execute();
       return rows.every((r) => r.status === "dead");
     });
@@ -161,7 +153,7 @@ describe("running jobs", () => {
       "test.slow": { backoffBaseMs: 10, handle: () => new Promise((resolve) => setTimeout(resolve, 5_000)) },
     });
     await deps.jobs.enqueue(deps.db, { kind: "test.slow", payload: {}, timeoutMs: 100, maxAttempts: 1 });
-    await until(async () => (await onlyJob()).status === "dead");
+    await until("the job to be dead", async () => (await onlyJob()).status === "dead");
     expect((await onlyJob()).last_error).toBe("job timed out after 100 ms");
   });
 
@@ -174,7 +166,7 @@ describe("running jobs", () => {
           handle: async () => {
             active++;
             peak = Math.max(peak, active);
-            await new Promise((resolve) => setTimeout(resolve, 30));
+            await sleep(30);
             active--;
           },
         },
@@ -182,7 +174,7 @@ describe("running jobs", () => {
       3,
     );
     for (let i = 0; i < 12; i++) await deps.jobs.enqueue(deps.db, { kind: "test.busy", payload: { i } });
-    await until(async () => {
+    await until("every job to succeed", async () => {
       const rows = await deps.db.selectFrom("jobs").select("status").execute();
       return rows.every((r) => r.status === "succeeded");
     });
@@ -203,7 +195,7 @@ describe("leases", () => {
       .execute();
     let runs = 0;
     await runWorker({ "test.record": { handle: async () => void runs++ } });
-    await until(async () => (await job(id)).status === "succeeded");
+    await until("the job to succeed", async () => (await job(id)).status === "succeeded");
     expect(runs).toBe(1);
     expect((await job(id)).attempts).toBe(2);
   });
@@ -220,7 +212,7 @@ describe("leases", () => {
       .execute();
     let runs = 0;
     await runWorker({ "test.record": { handle: async () => void runs++ } });
-    await until(async () => (await job(id)).status !== "running");
+    await until("the job to leave running", async () => (await job(id)).status !== "running");
     const row = await job(id);
     expect(row).toMatchObject({
       status: "dead",
@@ -230,7 +222,7 @@ describe("leases", () => {
       last_error: LAPSED_ERROR,
     });
     expect(row.finished_at).not.toBeNull();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     expect(runs).toBe(0);
   });
 
@@ -266,7 +258,7 @@ describe("leases", () => {
         },
       },
     });
-    await until(async () => {
+    await until("every job to settle", async () => {
       const settled = await deps.db.selectFrom("jobs").select("status").execute();
       return settled.every((row) => row.status === "succeeded" || row.status === "dead");
     });
@@ -314,9 +306,9 @@ describe("leases", () => {
     );
     workers.push(worker);
     await worker.start();
-    await until(() => ran.size === 30, 3_000);
+    await until("30 handlers to run", () => ran.size === 30, 3_000);
     // Their outcomes are written by the next group commit, a moment after the handler returns.
-    await until(async () => {
+    await until("every job to succeed", async () => {
       const rows = await deps.db.selectFrom("jobs").select("status").execute();
       return rows.every((row) => row.status === "succeeded");
     });
@@ -336,7 +328,7 @@ describe("leases", () => {
       .execute();
     let runs = 0;
     await runWorker({ "test.record": { handle: async () => void runs++ } });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(runs).toBe(0);
     expect((await job(id)).locked_by).toBe("wrk_alive");
   });
@@ -347,12 +339,12 @@ describe("leases", () => {
       "test.long": {
         handle: async () => {
           started = true;
-          await new Promise((resolve) => setTimeout(resolve, 3_000));
+          await sleep(3_000);
         },
       },
     });
     await deps.jobs.enqueue(deps.db, { kind: "test.long", payload: {} });
-    await until(() => started);
+    await until("the handler to start", () => started);
     workers.splice(workers.indexOf(worker), 1);
     await worker.stop(50);
     expect(await onlyJob()).toMatchObject({ status: "pending", attempts: 0, locked_by: null, lease_until: null });
@@ -385,13 +377,13 @@ describe("leases", () => {
       },
     });
     await deps.jobs.enqueue(deps.db, { kind: "test.hang", payload: {}, timeoutMs: 60_000 });
-    await until(() => started === 1);
+    await until("the handler to start", () => started === 1);
     workers.splice(workers.indexOf(worker), 1);
     const stopping = Date.now();
     await worker.stop(100);
     expect(Date.now() - stopping).toBeLessThan(2_000);
     expect(aborted).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     expect(recorded).toBe(0);
     expect(await onlyJob()).toMatchObject({ status: "pending", attempts: 0, locked_by: null, last_error: null });
   });
@@ -407,8 +399,8 @@ describe("recurring jobs", () => {
       workers.push(worker);
       await worker.start();
     }
-    await until(() => ticks.length >= 1);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await until("a scheduled tick", () => ticks.length >= 1);
+    await sleep(300);
     expect(ticks).toHaveLength(1);
     await deps.db.deleteFrom("job_schedules").execute();
   });
@@ -435,14 +427,18 @@ describe.runIf(dialect === "postgres")("two workers on PostgreSQL", () => {
       }
       const specs = Array.from({ length: 1_000 }, (_, n) => ({ kind: "test.count", payload: { n } }));
       for (let i = 0; i < specs.length; i += 250) await deps.jobs.enqueue(deps.db, ...specs.slice(i, i + 250));
-      await until(async () => {
-        const row = await deps.db
-          .selectFrom("jobs")
-          .select((eb) => eb.fn.countAll<string>().as("n"))
-          .where("status", "=", "succeeded")
-          .executeTakeFirstOrThrow();
-        return Number(row.n) === 1_000;
-      }, 60_000);
+      await until(
+        "1,000 jobs to succeed",
+        async () => {
+          const row = await deps.db
+            .selectFrom("jobs")
+            .select((eb) => eb.fn.countAll<string>().as("n"))
+            .where("status", "=", "succeeded")
+            .executeTakeFirstOrThrow();
+          return Number(row.n) === 1_000;
+        },
+        60_000,
+      );
       const all = [...processed[0]!, ...processed[1]!];
       expect(all).toHaveLength(1_000);
       expect(new Set(all).size).toBe(1_000);
@@ -515,12 +511,16 @@ describe("batch handlers", () => {
     // Three jobs whose retries wait at the same time and fall due at three different times.
     for (const n of [1, 2, 3]) {
       await deps.jobs.enqueue(deps.db, { kind: "test.batch", payload: { n }, maxAttempts: 3 });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
-    await until(async () => {
-      const rows = await deps.db.selectFrom("jobs").select("status").execute();
-      return rows.length === 3 && rows.every((row) => row.status === "succeeded");
-    }, 3_000);
+    await until(
+      "3 jobs to succeed",
+      async () => {
+        const rows = await deps.db.selectFrom("jobs").select("status").execute();
+        return rows.length === 3 && rows.every((row) => row.status === "succeeded");
+      },
+      3_000,
+    );
     expect([...runs.values()]).toEqual([2, 2, 2]);
     expect(Date.now() - started).toBeLessThan(3_000);
   });
@@ -537,7 +537,7 @@ describe("batch handlers", () => {
           ...Array.from({ length: 100 }, (_, n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 1 })),
         ),
       );
-    await until(async () => {
+    await until("100 jobs to succeed", async () => {
       const rows = await deps.db.selectFrom("jobs").select("status").execute();
       return rows.length === 100 && rows.every((row) => row.status === "succeeded");
     });
@@ -561,7 +561,7 @@ describe("batch handlers", () => {
       .execute((trx) =>
         deps.jobs.enqueue(trx, ...[1, 2, 3].map((n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 2 }))),
       );
-    await until(async () => {
+    await until("3 jobs to settle", async () => {
       const rows = await deps.db.selectFrom("jobs").select("status").execute();
       return rows.length === 3 && rows.every((row) => row.status === "succeeded" || row.status === "dead");
     });
@@ -622,9 +622,9 @@ describe("batch handlers", () => {
     const rows = await deps.db.selectFrom("jobs").select(["status", "locked_by", "attempts"]).execute();
     expect(rows).toHaveLength(4);
     for (const row of rows) expect(row).toEqual({ status: "running", locked_by: worker.id, attempts: 1 });
-    await until(() => started.length === 4);
+    await until("4 handlers to start", () => started.length === 4);
     release();
-    await until(async () => {
+    await until("every job to succeed", async () => {
       const settled = await deps.db.selectFrom("jobs").select("status").execute();
       return settled.every((row) => row.status === "succeeded");
     });
@@ -647,14 +647,14 @@ describe("batch handlers", () => {
     // Before any worker runs: claimed later, read from the database, so without `local`.
     await deps.db.transaction().execute((trx) => deps.jobs.enqueue(trx, spec(1)));
     await runWorker(handlers);
-    await until(() => seen.has(1));
+    await until("job 1 to run", () => seen.has(1));
     // Taken by the worker at enqueue, in a transaction that commits: `local` comes along.
     await deps.jobs.transaction(deps.db, (trx) => deps.jobs.enqueue(trx, spec(2), spec(3)));
-    await until(() => seen.has(2) && seen.has(3));
+    await until("jobs 2 and 3 to run", () => seen.has(2) && seen.has(3));
     // Enqueued outside jobs.transaction(): on SQLite taken before anyone knows whether it
     // commits, on PostgreSQL claimed; either way without `local`.
     await deps.db.transaction().execute((trx) => deps.jobs.enqueue(trx, spec(4)));
-    await until(() => seen.has(4));
+    await until("job 4 to run", () => seen.has(4));
     expect(Object.fromEntries(seen)).toEqual({ 1: undefined, 2: { n: 2 }, 3: { n: 3 }, 4: undefined });
   });
 
@@ -679,7 +679,7 @@ describe("batch handlers", () => {
           ...[1, 2].map((n) => ({ kind: "test.batch", payload: { n }, maxAttempts: 1, timeoutMs: 200 })),
         ),
       );
-    await until(async () => {
+    await until("2 jobs to settle", async () => {
       const rows = await deps.db.selectFrom("jobs").select("status").execute();
       return rows.length === 2 && rows.every((row) => row.status === "succeeded" || row.status === "dead");
     });

@@ -5,6 +5,7 @@ import { onWorkspace, workspaceFile } from "../src/domains/projects/workspace-db
 import { FILES_PER_WORKSPACE } from "../src/domains/workspace/pool.ts";
 import {
   call,
+  callWorkspace,
   createOrg,
   dialect,
   type Receiver,
@@ -15,20 +16,6 @@ import {
   type TestUser,
   until,
 } from "./harness.ts";
-
-/** One workspace API call: `{status, body}`. */
-async function ws(app: TestApp, projectId: string, token: string, method: string, route: string, body?: unknown) {
-  const response = await fetch(`${app.url}/w/${projectId}/api${route}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
-}
 
 interface Project {
   id: string;
@@ -103,7 +90,10 @@ describe("many projects, few open workspaces", () => {
   // one another are slow (bench/RESULTS.md): a few hundred requests are enough here.
   it("serves round-robin reads and writes across 50 projects with at most the bound open", async () => {
     for (const project of projects) {
-      const made = await ws(app, project.id, project.adminToken, "POST", "/collections", { slug: "things" });
+      const made = await callWorkspace(app, project.id, "POST", "/collections", {
+        token: project.adminToken,
+        body: { slug: "things" },
+      });
       expect(made.status).toBe(201);
     }
     const pool = app.server.workspaces;
@@ -116,8 +106,11 @@ describe("many projects, few open workspaces", () => {
         const project = projects[i % projects.length] as Project;
         const res =
           i % 2 === 0
-            ? await ws(app, project.id, project.adminToken, "POST", "/items/things", { n: i })
-            : await ws(app, project.id, project.adminToken, "GET", "/items/things?limit=5");
+            ? await callWorkspace(app, project.id, "POST", "/items/things", {
+                token: project.adminToken,
+                body: { n: i },
+              })
+            : await callWorkspace(app, project.id, "GET", "/items/things?limit=5", { token: project.adminToken });
         statuses.push(res.status);
       }
     };
@@ -183,14 +176,14 @@ describe("many projects, few open workspaces", () => {
     rmSync(`${file}-wal`, { force: true });
     mkdirSync(`${file}-wal`);
     try {
-      const broken = await ws(app, project.id, project.adminToken, "GET", "/collections");
+      const broken = await callWorkspace(app, project.id, "GET", "/collections", { token: project.adminToken });
       expect(broken.status).toBe(500);
       expect(broken.body.error.code).toBe("INTERNAL");
       expect(onFile()).toBe(0);
     } finally {
       rmSync(`${file}-wal`, { recursive: true, force: true });
     }
-    const mended = await ws(app, project.id, project.adminToken, "GET", "/collections");
+    const mended = await callWorkspace(app, project.id, "GET", "/collections", { token: project.adminToken });
     expect(mended.status).toBe(200);
   });
 });
@@ -228,13 +221,13 @@ describe("every open workspace in use", () => {
     } as RequestInit);
     await until("the upload to hold the only slot", () => app.server.workspaces.size === 1);
     const started = Date.now();
-    const refused = await ws(app, b.id, b.adminToken, "GET", "/collections");
+    const refused = await callWorkspace(app, b.id, "GET", "/collections", { token: b.adminToken });
     expect(refused.status).toBe(503);
     expect(refused.body.error.code).toBe("UNAVAILABLE");
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
     // One that arrives while the slot is held, and gets it once the upload ends.
-    const waiting = ws(app, b.id, b.adminToken, "GET", "/collections");
+    const waiting = callWorkspace(app, b.id, "GET", "/collections", { token: b.adminToken });
     await new Promise((resolve) => setTimeout(resolve, 200));
     finish();
     expect((await upload).status).toBe(201);
@@ -263,10 +256,13 @@ describe("a restart with undispatched events in many workspaces", () => {
     const slug = (await createOrg(first, owner, "Crashed")).slug;
     const projects = await createProjects(first, owner, slug, 200);
     for (const project of projects) {
-      const hook = await ws(first, project.id, project.adminToken, "POST", "/webhooks", {
-        name: "sink",
-        url: `${receiver.url}/${project.id}`,
-        events: ["items"],
+      const hook = await callWorkspace(first, project.id, "POST", "/webhooks", {
+        token: project.adminToken,
+        body: {
+          name: "sink",
+          url: `${receiver.url}/${project.id}`,
+          events: ["items"],
+        },
       });
       expect(hook.status).toBe(201);
     }

@@ -1,14 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
-  type CallResult,
   call,
   createApiKey,
   createOrg,
+  expectError,
+  expectNoContent,
+  expectValidation,
   invitationToken,
   type Mailbox,
+  mailText,
   type ReceivedMail,
   signUp,
+  sleep,
   startApp,
   startMailbox,
   type TestApp,
@@ -32,29 +36,6 @@ async function startAppWithMailbox(): Promise<{ app: TestApp; mailbox: Mailbox }
   // Many sign-ups come from 127.0.0.1 in one minute; the per-address sign-up limit is not under test here.
   const app = await startApp({ SMTP_URL: mailbox.url, PUBLIC_URL, AUTH_RATE_LIMIT_PER_MINUTE: "10000" });
   return { app, mailbox };
-}
-
-/** The mail text with quoted-printable soft line breaks and `=3D` undone. */
-function mailText(mail: ReceivedMail): string {
-  return mail.raw.replace(/=\r?\n/g, "").replace(/=3D/g, "=");
-}
-
-function expectError(res: CallResult, status: number, code?: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(typeof res.body?.error?.message).toBe("string");
-  if (code) expect(res.body.error.code).toBe(code);
-}
-
-/** 422 VALIDATION whose details name `field`. */
-function expectFieldError(res: CallResult, field: string): void {
-  expectError(res, 422, "VALIDATION");
-  const paths = (res.body.error.details as { path: string }[]).map((d) => d.path);
-  expect(paths).toContain(field);
-}
-
-function expectNoContent(res: CallResult): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(204);
-  expect(res.body).toBe("");
 }
 
 describe("members and invitations", () => {
@@ -284,13 +265,13 @@ describe("members and invitations", () => {
       ["missing e-mail", { role: "viewer" }, "email"],
       ["missing role", { email: "norole@example.test" }, "role"],
     ])("%s → 422 naming the field", async (_label, body, field) => {
-      expectFieldError(await invite(slug, owner, body), field);
+      expectValidation(await invite(slug, owner, body), field);
     });
 
     it("an empty object names both fields", async () => {
       const res = await invite(slug, owner, {});
-      expectFieldError(res, "email");
-      expectFieldError(res, "role");
+      expectValidation(res, "email");
+      expectValidation(res, "role");
     });
 
     it("malformed JSON → 400", async () => {
@@ -369,9 +350,9 @@ describe("members and invitations", () => {
 
     it("an empty or missing token → 422 naming token", async () => {
       const user = await signUp(app);
-      expectFieldError(await accept(user, ""), "token");
-      expectFieldError(await call(app, "POST", "/invitations/accept", { cookie: user.cookie, body: {} }), "token");
-      expectFieldError(await accept(user, 123), "token");
+      expectValidation(await accept(user, ""), "token");
+      expectValidation(await call(app, "POST", "/invitations/accept", { cookie: user.cookie, body: {} }), "token");
+      expectValidation(await accept(user, 123), "token");
     });
 
     it("no session → 401", async () => {
@@ -434,7 +415,7 @@ describe("members and invitations", () => {
       expect(pendings).toHaveLength(1);
       expect(pendings[0]).toMatchObject({ id: first.id, role: "viewer", status: "invited" });
       // Give a stray mail a moment to arrive, then make sure none did.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       expect(mailbox.messages.slice(since).filter((m) => m.to.includes(email))).toHaveLength(0);
     });
 
@@ -489,7 +470,7 @@ describe("members and invitations", () => {
       await until("the first resend's mail to be held", () => mailbox.pending(email));
       expect((await resend()).status).toBe(200);
       // The second mail waits for the first, which is still going out.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await sleep(1_000);
       expect(mailbox.messages.slice(since).filter((m) => m.to.includes(email))).toHaveLength(0);
       release();
       await until("both mails", () => mailbox.messages.slice(since).filter((m) => m.to.includes(email)).length === 2);
@@ -575,7 +556,7 @@ describe("members and invitations", () => {
           "NOT_FOUND",
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       expect(mailbox.messages.length).toBe(since);
     });
   });
@@ -658,10 +639,10 @@ describe("members and invitations", () => {
     });
 
     it("role must be one of the enum → 422 naming role", async () => {
-      expectFieldError(await patch(owner, dev.memberId, { role: "superuser" }), "role");
-      expectFieldError(await patch(owner, dev.memberId, { role: "" }), "role");
-      expectFieldError(await patch(owner, dev.memberId, {}), "role");
-      expectFieldError(await patch(owner, dev.memberId, { role: 3 }), "role");
+      expectValidation(await patch(owner, dev.memberId, { role: "superuser" }), "role");
+      expectValidation(await patch(owner, dev.memberId, { role: "" }), "role");
+      expectValidation(await patch(owner, dev.memberId, {}), "role");
+      expectValidation(await patch(owner, dev.memberId, { role: 3 }), "role");
       expect(await roleOf(dev.memberId)).toBe("developer");
     });
 
@@ -669,7 +650,7 @@ describe("members and invitations", () => {
       const email = uniqueEmail("inv-role");
       const { id, token } = await inviteAndReadMail(slug, owner, email, "viewer");
       expect((await patch(admin.user, id, { role: "admin" })).status).toBe(200);
-      expectFieldError(await patch(owner, id, { role: "owner" }), "role");
+      expectValidation(await patch(owner, id, { role: "owner" }), "role");
       expect(await roleOf(id)).toBe("admin");
       const invitee = await signUp(app, email);
       expect((await accept(invitee, token)).status).toBe(200);

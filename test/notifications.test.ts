@@ -1,47 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
-  type CallResult,
   call,
   createApiKey,
   createOrg,
+  expectError,
+  expectStatus,
   type Mailbox,
   type Receiver,
   signUp,
+  sleep,
   startApp,
   startMailbox,
   startReceiver,
   type TestApp,
   type TestUser,
   uniqueEmail,
+  until,
 } from "./harness.ts";
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Polls `check` until it returns a value, for at most `timeoutMs`. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-// ---- assertions ----
-
-function expectStatus(res: CallResult, status: number): void {
-  expect(res.status, `${res.status} ${JSON.stringify(res.body)}`).toBe(status);
-}
-
-function expectError(res: CallResult, status: number, code: string): void {
-  expectStatus(res, status);
-  expect(res.body.error.code).toBe(code);
-  expect(typeof res.body.error.message).toBe("string");
-}
 
 interface Notification {
   id: string;
@@ -123,11 +99,15 @@ describe("notifications", () => {
   }
 
   async function projectStatus(projectSlug: string, status: string): Promise<any> {
-    return eventually(`project ${projectSlug} to be ${status}`, async () => {
-      const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
-      expectStatus(res, 200);
-      return res.body.project.status === status ? res.body.project : undefined;
-    });
+    return until(
+      `project ${projectSlug} to be ${status}`,
+      async () => {
+        const res = await call(app, "GET", `/org/${slug}/projects/${projectSlug}`, { cookie: owner.cookie });
+        expectStatus(res, 200);
+        return res.body.project.status === status ? res.body.project : undefined;
+      },
+      15_000,
+    );
   }
 
   // ---- which events notify whom ----
@@ -217,7 +197,7 @@ describe("notifications", () => {
       events += 1;
       await sleep(100);
     }
-    await eventually("the breaker to trip", async () => ((await webhookState()).active ? undefined : true));
+    await until("the breaker to trip", async () => !(await webhookState()).active, 15_000);
     const disabled = await webhookState();
     expect(disabled.active).toBe(false);
     expect(disabled.disabledReason).toEqual(expect.any(String));

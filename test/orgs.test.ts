@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addMember,
@@ -7,12 +6,15 @@ import {
   call,
   createApiKey,
   createOrg,
+  expectError,
+  expectValidation,
   type Mailbox,
   signUp,
   startApp,
   startMailbox,
   type TestApp,
   type TestUser,
+  tag,
 } from "./harness.ts";
 
 const RESIDENCIES = ["eu", "tr", "global"] as const;
@@ -47,35 +49,6 @@ afterAll(async () => {
   await app?.close();
   await mailbox?.close();
 });
-
-/** A lower-case token that keeps names (and so slugs) unique across tests. */
-function tag(): string {
-  return randomBytes(4).toString("hex");
-}
-
-function expectErrorEnvelope(res: CallResult, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.headers.get("content-type")).toContain("application/json");
-  expect(typeof res.body).toBe("object");
-  expect(Object.keys(res.body)).toEqual(["error"]);
-  expect(res.body.error.code).toBe(code);
-  expect(typeof res.body.error.message).toBe("string");
-  expect(res.body.error.message.length).toBeGreaterThan(0);
-  for (const key of Object.keys(res.body.error)) expect(["code", "message", "details", "requestId"]).toContain(key);
-  expect(res.body.error.requestId).toBe(res.headers.get("x-request-id"));
-}
-
-/** A 422 VALIDATION envelope whose details name `path`. */
-function expectValidation(res: CallResult, path: string): void {
-  expectErrorEnvelope(res, 422, "VALIDATION");
-  const details = res.body.error.details;
-  expect(Array.isArray(details)).toBe(true);
-  for (const issue of details) {
-    expect(typeof issue.path).toBe("string");
-    expect(typeof issue.message).toBe("string");
-  }
-  expect(details.map((issue: { path: string }) => issue.path)).toContain(path);
-}
 
 function expectOrg(org: any): void {
   expect(Object.keys(org).sort()).toEqual(ORG_KEYS);
@@ -251,7 +224,7 @@ describe("POST /org and GET /orgs", () => {
         rawBody: "{not json",
         headers: { "content-type": "application/json" },
       });
-      expectErrorEnvelope(res, 400, "BAD_REQUEST");
+      expectError(res, 400, "BAD_REQUEST");
     });
   });
 });
@@ -464,7 +437,7 @@ describe("PATCH /org/{slug}", () => {
       cookie: owner.cookie,
       body: { name: "Whatever" },
     });
-    expectErrorEnvelope(res, 404, "NOT_FOUND");
+    expectError(res, 404, "NOT_FOUND");
   });
 });
 
@@ -557,7 +530,7 @@ describe("role matrix", () => {
     ];
     for (const [label, who] of callers) {
       const res = await call(app, "PATCH", `/org/${org.slug}`, { ...who, body: { name: `Hijack ${label}` } });
-      expectErrorEnvelope(res, 403, "FORBIDDEN");
+      expectError(res, 403, "FORBIDDEN");
     }
     expect((await overview(org.slug, { cookie: owner.cookie })).body.org).toEqual(before);
   });
@@ -572,7 +545,7 @@ describe("role matrix", () => {
     for (const [label, who] of callers) {
       const res = await call(app, "DELETE", `/org/${org.slug}`, who);
       expect(res.status, label).toBe(403);
-      expectErrorEnvelope(res, 403, "FORBIDDEN");
+      expectError(res, 403, "FORBIDDEN");
     }
     const still = await overview(org.slug, { cookie: owner.cookie });
     expect(still.status).toBe(200);
@@ -581,7 +554,7 @@ describe("role matrix", () => {
 
   it.each(SCOPES)("POST /org with a %s key is 403", async (scope) => {
     const res = await call(app, "POST", "/org", { token: keys[scope], body: { name: `Key Made ${tag()}` } });
-    expectErrorEnvelope(res, 403, "FORBIDDEN");
+    expectError(res, 403, "FORBIDDEN");
     expect(await orgsOf({ cookie: owner.cookie })).toHaveLength(1);
   });
 
@@ -594,7 +567,7 @@ describe("role matrix", () => {
       ["DELETE", `/org/${org.slug}`],
     ];
     for (const [method, path, body] of requests) {
-      expectErrorEnvelope(await call(app, method, path, { body }), 401, "UNAUTHORIZED");
+      expectError(await call(app, method, path, { body }), 401, "UNAUTHORIZED");
     }
   });
 
@@ -606,11 +579,11 @@ describe("role matrix", () => {
       { cookie: "plinth.session_token=bogus.signature" },
     ];
     for (const who of bogus) {
-      expectErrorEnvelope(await call(app, "GET", "/orgs", who), 401, "UNAUTHORIZED");
-      expectErrorEnvelope(await overview(org.slug, who), 401, "UNAUTHORIZED");
+      expectError(await call(app, "GET", "/orgs", who), 401, "UNAUTHORIZED");
+      expectError(await overview(org.slug, who), 401, "UNAUTHORIZED");
     }
     const basic = await call(app, "GET", "/orgs", { headers: { authorization: "Basic dXNlcjpwYXNz" } });
-    expectErrorEnvelope(basic, 401, "UNAUTHORIZED");
+    expectError(basic, 401, "UNAUTHORIZED");
   });
 });
 
@@ -632,10 +605,10 @@ describe("cross-org isolation", () => {
   });
 
   it("an owner of org A gets 404 on every route of org B", async () => {
-    expectErrorEnvelope(await overview(orgB.slug, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(orgB.slug, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
     const patched = await call(app, "PATCH", `/org/${orgB.slug}`, { cookie: ownerA.cookie, body: { name: "Taken" } });
-    expectErrorEnvelope(patched, 404, "NOT_FOUND");
-    expectErrorEnvelope(await call(app, "DELETE", `/org/${orgB.slug}`, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
+    expectError(patched, 404, "NOT_FOUND");
+    expectError(await call(app, "DELETE", `/org/${orgB.slug}`, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
     expect((await orgsOf({ cookie: ownerA.cookie })).map((o) => o.id)).toEqual([orgA.id]);
     const view = await overview(orgB.slug, { cookie: ownerB.cookie });
     expect(view.status).toBe(200);
@@ -647,10 +620,10 @@ describe("cross-org isolation", () => {
       [keyA, orgB],
       [keyB, orgA],
     ] as const) {
-      expectErrorEnvelope(await overview(target.slug, { token }), 404, "NOT_FOUND");
+      expectError(await overview(target.slug, { token }), 404, "NOT_FOUND");
       const patched = await call(app, "PATCH", `/org/${target.slug}`, { token, body: { name: "Taken" } });
-      expectErrorEnvelope(patched, 404, "NOT_FOUND");
-      expectErrorEnvelope(await call(app, "DELETE", `/org/${target.slug}`, { token }), 404, "NOT_FOUND");
+      expectError(patched, 404, "NOT_FOUND");
+      expectError(await call(app, "DELETE", `/org/${target.slug}`, { token }), 404, "NOT_FOUND");
     }
     expect((await overview(orgB.slug, { cookie: ownerB.cookie })).body.org.name).toBe(orgB.name);
     expect((await overview(orgA.slug, { cookie: ownerA.cookie })).body.org.name).toBe(orgA.name);
@@ -658,9 +631,9 @@ describe("cross-org isolation", () => {
 
   it("a nonexistent slug is 404 for sessions and keys alike", async () => {
     const missing = `missing-${tag()}`;
-    expectErrorEnvelope(await overview(missing, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
-    expectErrorEnvelope(await overview(missing, { token: keyA }), 404, "NOT_FOUND");
-    expectErrorEnvelope(await call(app, "DELETE", `/org/${missing}`, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(missing, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(missing, { token: keyA }), 404, "NOT_FOUND");
+    expectError(await call(app, "DELETE", `/org/${missing}`, { cookie: ownerA.cookie }), 404, "NOT_FOUND");
   });
 });
 
@@ -679,16 +652,16 @@ describe("DELETE /org/{slug}", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toEqual({ ok: true });
 
-    expectErrorEnvelope(await overview(org.slug, { cookie: owner.cookie }), 404, "NOT_FOUND");
-    expectErrorEnvelope(await overview(org.slug, { cookie: viewer.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(org.slug, { cookie: owner.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(org.slug, { cookie: viewer.cookie }), 404, "NOT_FOUND");
     const patched = await call(app, "PATCH", `/org/${org.slug}`, { cookie: owner.cookie, body: { name: "Back" } });
-    expectErrorEnvelope(patched, 404, "NOT_FOUND");
-    expectErrorEnvelope(await call(app, "DELETE", `/org/${org.slug}`, { cookie: owner.cookie }), 404, "NOT_FOUND");
+    expectError(patched, 404, "NOT_FOUND");
+    expectError(await call(app, "DELETE", `/org/${org.slug}`, { cookie: owner.cookie }), 404, "NOT_FOUND");
     expect((await orgsOf({ cookie: owner.cookie })).map((o) => o.id)).toEqual([keep.id]);
     expect(await orgsOf({ cookie: viewer.cookie })).toEqual([]);
     for (const key of [full, readOnly]) {
-      expectErrorEnvelope(await call(app, "GET", "/orgs", { token: key.token }), 401, "UNAUTHORIZED");
-      expectErrorEnvelope(await overview(org.slug, { token: key.token }), 401, "UNAUTHORIZED");
+      expectError(await call(app, "GET", "/orgs", { token: key.token }), 401, "UNAUTHORIZED");
+      expectError(await overview(org.slug, { token: key.token }), 401, "UNAUTHORIZED");
     }
 
     // Someone else takes the slug; nothing of the old org carries over to the new one.
@@ -696,9 +669,9 @@ describe("DELETE /org/{slug}", () => {
     const successor = await createOrg(app, stranger, name);
     expect(successor.slug).toBe(org.slug);
     expect(successor.id).not.toBe(org.id);
-    expectErrorEnvelope(await overview(successor.slug, { cookie: owner.cookie }), 404, "NOT_FOUND");
-    expectErrorEnvelope(await overview(successor.slug, { cookie: viewer.cookie }), 404, "NOT_FOUND");
-    expectErrorEnvelope(await overview(successor.slug, { token: full.token }), 401, "UNAUTHORIZED");
+    expectError(await overview(successor.slug, { cookie: owner.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(successor.slug, { cookie: viewer.cookie }), 404, "NOT_FOUND");
+    expectError(await overview(successor.slug, { token: full.token }), 401, "UNAUTHORIZED");
     expect((await overview(successor.slug, { cookie: stranger.cookie })).body.role).toBe("owner");
   });
 });
@@ -766,8 +739,8 @@ describe("IP allowlist", () => {
 
   it("refuses API keys from outside the list with 403, while sessions still work", async () => {
     await setAllowlist(["10.0.0.0/8"]);
-    expectErrorEnvelope(await overview(org.slug, { token: key }), 403, "FORBIDDEN");
-    expectErrorEnvelope(await call(app, "GET", "/orgs", { token: key }), 403, "FORBIDDEN");
+    expectError(await overview(org.slug, { token: key }), 403, "FORBIDDEN");
+    expectError(await call(app, "GET", "/orgs", { token: key }), 403, "FORBIDDEN");
     const session = await overview(org.slug, { cookie: owner.cookie });
     expect(session.status).toBe(200);
     expect(session.body.org.ipAllowlist).toEqual(["10.0.0.0/8"]);
@@ -786,7 +759,7 @@ describe("IP allowlist", () => {
   it("judges the connecting address, not a spoofed X-Forwarded-For (TRUST_PROXY is off)", async () => {
     await setAllowlist(["10.0.0.0/8"]);
     const spoofed = await overview(org.slug, { token: key, headers: { "x-forwarded-for": "10.1.2.3" } });
-    expectErrorEnvelope(spoofed, 403, "FORBIDDEN");
+    expectError(spoofed, 403, "FORBIDDEN");
     await setAllowlist(["127.0.0.1"]);
     const local = await overview(org.slug, { token: key, headers: { "x-forwarded-for": "192.0.2.7" } });
     expect(local.status, JSON.stringify(local.body)).toBe(200);
@@ -794,7 +767,7 @@ describe("IP allowlist", () => {
 
   it("lets keys in again once the list is emptied", async () => {
     await setAllowlist(["192.0.2.0/24"]);
-    expectErrorEnvelope(await overview(org.slug, { token: key }), 403, "FORBIDDEN");
+    expectError(await overview(org.slug, { token: key }), 403, "FORBIDDEN");
     await setAllowlist([]);
     expect((await overview(org.slug, { token: key })).status).toBe(200);
   });

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LEASE_MARGIN_MS } from "../src/jobs/queue.ts";
-import { startApp, type TestApp, until } from "./harness.ts";
+import { sleep, startApp, type TestApp, until } from "./harness.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const MAX_ATTEMPTS = 3;
@@ -29,10 +29,6 @@ afterAll(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   await app?.close();
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** Starts a poison worker on the app's database; `exited` resolves to its signal (or exit code). */
 function startPoisonWorker(runsFile: string) {

@@ -1,30 +1,17 @@
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import path from "node:path";
-import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
-import { projectJobs } from "../src/domains/projects/jobs.ts";
-import {
-  dropWorkspace,
-  onWorkspace,
-  workspaceFile,
-  workspaceFilesDir,
-  workspaceSchema,
-  workspaceVersion,
-} from "../src/domains/projects/workspace-db.ts";
-import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
-import type { SingleJobHandler } from "../src/jobs/handlers.ts";
-import { Worker } from "../src/jobs/worker.ts";
-import { fromJsonColumn } from "../src/lib/json.ts";
+import { onWorkspace, workspaceVersion } from "../src/domains/projects/workspace-db.ts";
 import {
   addMember,
   type CallResult,
   call,
   createApiKey,
   createOrg,
-  dialect,
+  expectError,
+  expectStatus,
+  expectValidation,
   type Mailbox,
+  sha256Hex,
   signUp,
   startApp,
   startMailbox,
@@ -32,18 +19,26 @@ import {
   type TestUser,
   uniqueEmail,
 } from "./harness.ts";
+import {
+  ALL_REGIONS,
+  api,
+  as,
+  dropAllWorkspaces,
+  LOOSE_LIMITS,
+  type Principal,
+  storedProject,
+  userRow,
+  workspaceExists,
+} from "./project-calls.ts";
 
-/** Every region of the enum; the main app serves all but `syd`, so a project there fails to provision. */
-const ALL_REGIONS = ["ist", "fra", "ams", "lhr", "sjc", "iad", "sin", "syd"];
+/** The main app serves every region but `syd`, so a project there fails to provision. */
 const UNSERVED = "syd";
 const SERVED = ALL_REGIONS.filter((r) => r !== UNSERVED);
-const LOOSE_LIMITS = { AUTH_RATE_LIMIT_PER_MINUTE: "10000", RATE_LIMIT_PER_MINUTE: "100000" };
 const DAY_MS = 86_400_000;
 
 type Role = "owner" | "admin" | "developer" | "viewer";
 type Who = Role | "full" | "deploy" | "read-only" | "none";
 const EVERYONE: Who[] = ["owner", "admin", "developer", "viewer", "full", "deploy", "read-only", "none"];
-type Principal = { cookie?: string; token?: string };
 
 const PROJECT_KEYS = [
   "createdAt",
@@ -61,138 +56,6 @@ const PROJECT_KEYS = [
   "updatedAt",
   "workspaceUrl",
 ];
-
-function as(who: Principal | undefined): Principal {
-  if (!who) return {};
-  return who.cookie ? { cookie: who.cookie } : { token: who.token as string };
-}
-
-function expectStatus(res: CallResult, status: number): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-}
-
-function expectError(res: CallResult, status: number, code?: string): void {
-  expectStatus(res, status);
-  expect(typeof res.body?.error?.message).toBe("string");
-  if (code) expect(res.body.error.code).toBe(code);
-}
-
-/** 422 VALIDATION whose details name `field`. */
-function expectFieldError(res: CallResult, field: string): void {
-  expectError(res, 422, "VALIDATION");
-  const paths = (res.body.error.details as { path: string }[]).map((d) => d.path);
-  expect(paths).toContain(field);
-}
-
-function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
-}
-
-async function until<T>(
-  probe: () => Promise<T>,
-  done: (value: T) => boolean,
-  what: string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value)) return value;
-    if (Date.now() > deadline)
-      throw new Error(`${what}: not reached within ${timeoutMs} ms (last: ${JSON.stringify(value)})`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
-/** Request helpers bound to one running app. */
-function api(getApp: () => TestApp) {
-  const base = (slug: string) => `/org/${slug}/projects`;
-  const self = {
-    create(slug: string, who: Principal | undefined, body: unknown) {
-      return call(getApp(), "POST", base(slug), { ...as(who), body });
-    },
-    get(slug: string, projectSlug: string, who: Principal | undefined) {
-      return call(getApp(), "GET", `${base(slug)}/${projectSlug}`, as(who));
-    },
-    list(slug: string, who: Principal | undefined) {
-      return call(getApp(), "GET", base(slug), as(who));
-    },
-    patch(slug: string, projectSlug: string, who: Principal | undefined, body: unknown) {
-      return call(getApp(), "PATCH", `${base(slug)}/${projectSlug}`, { ...as(who), body });
-    },
-    remove(slug: string, projectSlug: string, who: Principal | undefined) {
-      return call(getApp(), "DELETE", `${base(slug)}/${projectSlug}`, as(who));
-    },
-    action(slug: string, projectSlug: string, who: Principal | undefined, action: string) {
-      return call(getApp(), "POST", `${base(slug)}/${projectSlug}/${action}`, as(who));
-    },
-    deploys(slug: string, projectSlug: string, who: Principal | undefined) {
-      return call(getApp(), "GET", `${base(slug)}/${projectSlug}/deploys`, as(who));
-    },
-    overview(slug: string, who: Principal | undefined) {
-      return call(getApp(), "GET", `/org/${slug}/overview`, as(who));
-    },
-    async audit(slug: string, owner: Principal): Promise<any[]> {
-      const res = await call(getApp(), "GET", `/org/${slug}/audit?limit=500`, as(owner));
-      expectStatus(res, 200);
-      return res.body.events;
-    },
-    /** Polls the project until it leaves `provisioning`; returns it. */
-    async settle(slug: string, projectSlug: string, who: Principal): Promise<any> {
-      const res = await until(
-        () => self.get(slug, projectSlug, who),
-        (r) => r.status !== 200 || r.body.project.status !== "provisioning",
-        `project ${projectSlug} settling`,
-      );
-      expectStatus(res, 200);
-      return res.body.project;
-    },
-    /** Creates a project as `who`, expecting 201, and returns it with its one-time admin token. */
-    async created(slug: string, who: Principal, body: Record<string, unknown>): Promise<any> {
-      const res = await self.create(slug, who, body);
-      expectStatus(res, 201);
-      return res.body.project;
-    },
-    /** Creates a project and waits until provisioning has settled; returns the settled project. */
-    async provisioned(slug: string, who: Principal, body: Record<string, unknown>): Promise<any> {
-      const project = await self.created(slug, who, body);
-      const settled = await self.settle(slug, project.slug, who);
-      return { ...settled, adminToken: project.adminToken };
-    },
-  };
-  return self;
-}
-
-async function storedProject(deps: Deps, id: string) {
-  return deps.db.selectFrom("projects").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
-}
-
-/** On PostgreSQL workspaces are schemas outside the app's test schema; remove them with the app. */
-async function dropAllWorkspaces(deps: Deps): Promise<void> {
-  if (dialect !== "postgres") return;
-  // A worker still provisioning would create its schema after the drop.
-  await until(
-    () => deps.db.selectFrom("projects").select("id").where("status", "=", "provisioning").execute(),
-    (rows) => rows.length === 0,
-    "provisioning to settle before cleanup",
-  ).catch(() => {});
-  const rows = await deps.db.selectFrom("projects").select("id").execute();
-  for (const { id } of rows) await dropWorkspace(deps, id);
-}
-
-async function workspaceExists(deps: Deps, projectId: string): Promise<boolean> {
-  if (deps.dialect === "postgres") {
-    const result = await sql<{ n: number }>`select count(*)::int as n from information_schema.schemata
-      where schema_name = ${workspaceSchema(projectId)}`.execute(deps.db);
-    return (result.rows[0]?.n ?? 0) > 0;
-  }
-  return existsSync(workspaceFile(deps, projectId));
-}
-
-function userRow(id: string, email: string) {
-  const at = new Date().toISOString();
-  return { id, email, password_hash: "x", created_at: at, updated_at: at };
-}
 
 // ---------------------------------------------------------------------------------------------
 // The main app: real HTTP, its own in-process workers, every region but `syd` served.
@@ -339,7 +202,7 @@ describe("projects", () => {
       expect(await onWorkspace(deps, project.id, (db) => db.selectFrom("users").selectAll().execute())).toEqual([]);
       // Only the hash of the token is stored.
       const stored = await storedProject(deps, project.id);
-      expect(stored.admin_token_hash).toBe(sha256(token));
+      expect(stored.admin_token_hash).toBe(sha256Hex(token));
       expect(JSON.stringify(stored)).not.toContain(token);
 
       // One provision deploy, settled.
@@ -389,13 +252,13 @@ describe("projects", () => {
 
     it("validates name: 1 and 61 characters are 422 naming name; 2 and 60 are accepted", async () => {
       const { owner, slug } = await newOrg();
-      expectFieldError(await p.create(slug, owner, { name: "a" }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "x".repeat(61) }), "name");
-      expectFieldError(await p.create(slug, owner, {}), "name");
-      expectFieldError(await p.create(slug, owner, { name: 42 }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "   " }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "\u0001\u0002" }), "name");
-      expectFieldError(await p.create(slug, owner, { name: "line\nbreak" }), "name");
+      expectValidation(await p.create(slug, owner, { name: "a" }), "name");
+      expectValidation(await p.create(slug, owner, { name: "x".repeat(61) }), "name");
+      expectValidation(await p.create(slug, owner, {}), "name");
+      expectValidation(await p.create(slug, owner, { name: 42 }), "name");
+      expectValidation(await p.create(slug, owner, { name: "   " }), "name");
+      expectValidation(await p.create(slug, owner, { name: "\u0001\u0002" }), "name");
+      expectValidation(await p.create(slug, owner, { name: "line\nbreak" }), "name");
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
 
       const two = await created(slug, owner, { name: "ab" });
@@ -409,14 +272,14 @@ describe("projects", () => {
 
     it("validates template: over 40 characters, unknown name or unknown version are 422 naming template", async () => {
       const { owner, slug } = await newOrg();
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "d".repeat(41) }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "no-such-template" }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "default@9.9.9" }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: "default@1.0.0@x" }), "template");
-      expectFieldError(await p.create(slug, owner, { name: "Tpl", template: 7 }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "d".repeat(41) }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "no-such-template" }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "default@9.9.9" }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: "default@1.0.0@x" }), "template");
+      expectValidation(await p.create(slug, owner, { name: "Tpl", template: 7 }), "template");
       // Names of properties every JavaScript object has are not templates either.
       for (const template of ["constructor", "__proto__", "toString", "hasOwnProperty@1.0.0", "valueOf@x"]) {
-        expectFieldError(await p.create(slug, owner, { name: "Tpl", template }), "template");
+        expectValidation(await p.create(slug, owner, { name: "Tpl", template }), "template");
       }
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
 
@@ -432,9 +295,9 @@ describe("projects", () => {
 
     it("validates dbType and region against their enums", async () => {
       const { owner, slug } = await newOrg();
-      expectFieldError(await p.create(slug, owner, { name: "Db", dbType: "postgres" }), "dbType");
-      expectFieldError(await p.create(slug, owner, { name: "Db", region: "mars" }), "region");
-      expectFieldError(await p.create(slug, owner, { name: "Db", region: "FRA" }), "region");
+      expectValidation(await p.create(slug, owner, { name: "Db", dbType: "postgres" }), "dbType");
+      expectValidation(await p.create(slug, owner, { name: "Db", region: "mars" }), "region");
+      expectValidation(await p.create(slug, owner, { name: "Db", region: "FRA" }), "region");
       expect((await p.list(slug, owner)).body.projects).toEqual([]);
       const d1 = await created(slug, owner, { name: "Db", dbType: "d1", region: "fra" });
       expect(d1).toMatchObject({ dbType: "d1", region: "fra" });
@@ -610,8 +473,8 @@ describe("projects", () => {
       expect(rotated).not.toBe(project.adminToken);
       // Only the new token's hash is kept: the old token no longer matches anything.
       let stored = await storedProject(deps, project.id);
-      expect(stored.admin_token_hash).toBe(sha256(rotated));
-      expect(stored.admin_token_hash).not.toBe(sha256(project.adminToken));
+      expect(stored.admin_token_hash).toBe(sha256Hex(rotated));
+      expect(stored.admin_token_hash).not.toBe(sha256Hex(project.adminToken));
 
       expectStatus(await p.action(slug, project.slug, owner, "pause"), 200);
       const second = await p.action(slug, project.slug, owner, "reprovision-admin");
@@ -620,7 +483,7 @@ describe("projects", () => {
       tokensSeen.push(second.body.adminToken);
       expect(second.body.adminToken).not.toBe(rotated);
       stored = await storedProject(deps, project.id);
-      expect(stored.admin_token_hash).toBe(sha256(second.body.adminToken));
+      expect(stored.admin_token_hash).toBe(sha256Hex(second.body.adminToken));
 
       // Never shown again.
       const read = await p.get(slug, project.slug, owner);
@@ -705,9 +568,9 @@ describe("projects", () => {
       const both = await p.patch(slug, project.slug, owner, { name: "Both", environment: "staging" });
       expect(both.body.project).toMatchObject({ name: "Both", environment: "staging" });
 
-      expectFieldError(await p.patch(slug, project.slug, owner, { environment: "qa" }), "environment");
-      expectFieldError(await p.patch(slug, project.slug, owner, { name: "a" }), "name");
-      expectFieldError(await p.patch(slug, project.slug, owner, { name: "y".repeat(61) }), "name");
+      expectValidation(await p.patch(slug, project.slug, owner, { environment: "qa" }), "environment");
+      expectValidation(await p.patch(slug, project.slug, owner, { name: "a" }), "name");
+      expectValidation(await p.patch(slug, project.slug, owner, { name: "y".repeat(61) }), "name");
       expectStatus(await p.patch(slug, project.slug, owner, { name: "z".repeat(60) }), 200);
       expectStatus(await p.patch(slug, project.slug, owner, { name: "zz" }), 200);
       const unchanged = await p.patch(slug, project.slug, owner, {});
@@ -829,9 +692,9 @@ describe("projects", () => {
       expect((await p.get(slug, project.slug, owner)).body.project.templateVersion).toBe("1.1.0");
       expect(await workspaceVersion(deps, project.id)).toBe("1.1.0");
 
-      expectFieldError(await upgrade(project.slug, "?version=9.9.9"), "version");
-      expectFieldError(await upgrade(project.slug, "?version=banana"), "version");
-      expectFieldError(await upgrade(project.slug, `?version=${"1".repeat(41)}`), "version");
+      expectValidation(await upgrade(project.slug, "?version=9.9.9"), "version");
+      expectValidation(await upgrade(project.slug, "?version=banana"), "version");
+      expectValidation(await upgrade(project.slug, `?version=${"1".repeat(41)}`), "version");
       expect((await p.get(slug, project.slug, owner)).body.project.templateVersion).toBe("1.1.0");
 
       const deploys = await deploysOf(slug, project.slug, owner);
@@ -1196,7 +1059,7 @@ describe("projects", () => {
       }
       expectStatus(res, 200);
       tokensSeen.push(res.body.adminToken);
-      expect(hashAfter).toBe(sha256(res.body.adminToken));
+      expect(hashAfter).toBe(sha256Hex(res.body.adminToken));
       expect(hashAfter).not.toBe(hashBefore);
     });
 
@@ -1268,7 +1131,7 @@ describe("projects", () => {
       const after = await p.get(a.slug, project.slug, a.owner);
       expect(after.body.project).toMatchObject({ name: "Alpha Secret", status: "active" });
       expect((await p.list(a.slug, a.owner)).body.projects).toHaveLength(1);
-      expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256(project.adminToken));
+      expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256Hex(project.adminToken));
     });
   });
 
@@ -1283,204 +1146,8 @@ describe("projects", () => {
       for (const token of tokensSeen) {
         expect(text).not.toContain(token);
         // Nor its hash.
-        expect(text).not.toContain(sha256(token));
+        expect(text).not.toContain(sha256Hex(token));
       }
     });
-  });
-});
-
-// ---------------------------------------------------------------------------------------------
-// An app without built-in workers: the test runs the workers itself, so it decides when jobs
-// run and which regions the deployment serves.
-// ---------------------------------------------------------------------------------------------
-
-describe("projects with workers the test controls", () => {
-  let app: TestApp;
-  let deps: Deps;
-  let owner: TestUser;
-  let slug: string;
-  const p = api(() => app);
-  const workers: Worker[] = [];
-
-  beforeAll(async () => {
-    app = await startApp({ WORKERS: "0", SERVED_REGIONS: "fra", PROJECT_PURGE_DAYS: "0", ...LOOSE_LIMITS });
-    deps = app.server.deps;
-    owner = await signUp(app, uniqueEmail("owner"));
-    slug = (await createOrg(app, owner, "Worker Org")).slug;
-  });
-  afterAll(async () => {
-    for (const worker of workers.splice(0)) await worker.stop(1_000);
-    if (deps) await dropAllWorkspaces(deps);
-    await app?.close();
-  });
-
-  /** A worker process of this deployment, configured to serve `regions`. */
-  async function startWorker(regions: string[]): Promise<Worker> {
-    const workerDeps: Deps = { ...deps, config: { ...deps.config, servedRegions: regions } };
-    const worker = new Worker(
-      workerDeps,
-      { ...projectJobs(workerDeps), ...deliveryJobs(workerDeps) },
-      { concurrency: 2, pollMs: 50 },
-    );
-    workers.push(worker);
-    await worker.start();
-    return worker;
-  }
-
-  async function stopWorker(worker: Worker): Promise<void> {
-    await worker.stop(1_000);
-    workers.splice(workers.indexOf(worker), 1);
-  }
-
-  it("a provisioning project answers 409 to pause, resume, retry, upgrade and reprovision-admin; delete works", async () => {
-    const project = await p.created(slug, owner, { name: "Still Provisioning", region: "fra" });
-    expect(project.status).toBe("provisioning");
-    for (const action of ["pause", "resume", "provision-retry", "upgrade", "reprovision-admin"]) {
-      expectError(await p.action(slug, project.slug, owner, action), 409, "CONFLICT");
-    }
-    const read = await p.get(slug, project.slug, owner);
-    expect(read.body.project.status).toBe("provisioning");
-    expect((await storedProject(deps, project.id)).admin_token_hash).toBe(sha256(project.adminToken));
-
-    const del = await p.remove(slug, project.slug, owner);
-    expectStatus(del, 200);
-    expect(del.body).toEqual({ ok: true });
-    expectError(await p.get(slug, project.slug, owner), 404, "NOT_FOUND");
-  });
-
-  /** Runs the project's provisioning job in this test, the way a worker that claimed it would. */
-  async function runProvisionJob(projectId: string): Promise<void> {
-    const jobs = await deps.db.selectFrom("jobs").selectAll().where("kind", "=", "project.provision").execute();
-    const job = jobs.find((row) => fromJsonColumn<{ projectId?: string }>(row.payload, {}).projectId === projectId);
-    if (!job) throw new Error(`no provisioning job for ${projectId}`);
-    const handler = projectJobs(deps)["project.provision"] as SingleJobHandler;
-    await handler.handle(fromJsonColumn(job.payload, {}), { job, signal: new AbortController().signal });
-  }
-
-  it("a provisioning job run twice at once (a lapsed lease) leaves the project active on its workspace", async () => {
-    // No worker here: the test is the only one to run the jobs.
-    for (const worker of [...workers]) await stopWorker(worker);
-    // Several projects: on PostgreSQL the two runs collided only now and then before they were ordered.
-    for (const name of ["Twice A", "Twice B", "Twice C"]) {
-      const project = await p.created(slug, owner, { name, region: "fra" });
-      await Promise.all([runProvisionJob(project.id), runProvisionJob(project.id)]);
-
-      const settled = (await p.get(slug, project.slug, owner)).body.project;
-      expect(settled, name).toMatchObject({ status: "active", failureReason: null, templateVersion: "1.1.0" });
-      expect(await workspaceVersion(deps, project.id), name).toBe("1.1.0");
-      const deploys = (await p.deploys(slug, project.slug, owner)).body.deploys;
-      expect(deploys.map((d: any) => [d.kind, d.status])).toEqual([["provision", "succeeded"]]);
-      const actions = (await p.audit(slug, owner)).filter((e) => e.target.id === project.id).map((e) => e.action);
-      expect(actions.filter((a) => a.startsWith("project.")).sort()).toEqual([
-        "project.created",
-        "project.provisioned",
-      ]);
-
-      // Run again once settled (its outcome was never recorded): the workspace and its data stay.
-      await onWorkspace(deps, project.id, (db) =>
-        db.insertInto("users").values(userRow("usr_kept", "k@x.test")).execute(),
-      );
-      await runProvisionJob(project.id);
-      expect((await p.get(slug, project.slug, owner)).body.project.status).toBe("active");
-      const users = await onWorkspace(deps, project.id, (db) => db.selectFrom("users").select("id").execute());
-      expect(users).toEqual([{ id: "usr_kept" }]);
-    }
-  });
-
-  it("a provisioning run that fails leaves the workspace as it found it, dropping nothing", async () => {
-    for (const worker of [...workers]) await stopWorker(worker);
-    const project = await p.created(slug, owner, { name: "In The Way", region: "fra" });
-    // What another run of the job may have put there; here, a table the template then fails on.
-    if (deps.dialect === "postgres") await sql`create schema ${sql.id(workspaceSchema(project.id))}`.execute(deps.db);
-    await onWorkspace(deps, project.id, async (db) => {
-      await db.schema.createTable("collections").addColumn("slug", "text").execute();
-      await db.insertInto("collections").values({ slug: "placed-by-another-run" }).execute();
-    });
-
-    await runProvisionJob(project.id);
-    const failed = (await p.get(slug, project.slug, owner)).body.project;
-    expect(failed.status).toBe("failed");
-    expect(failed.failureReason).toEqual(expect.stringContaining("default@1.1.0 failed to apply"));
-    const rows = await onWorkspace(deps, project.id, (db) => db.selectFrom("collections").selectAll().execute());
-    expect(rows).toEqual([{ slug: "placed-by-another-run" }]);
-  });
-
-  it("fails in an unserved region; after the region is enabled, provision-retry makes it active", async () => {
-    // The deployment serves only fra: provisioning in sjc fails, naming the region.
-    const narrow = await startWorker(["fra"]);
-    const project = await p.created(slug, owner, { name: "West Coast", region: "sjc" });
-    const failed = await p.settle(slug, project.slug, owner);
-    expect(failed.status).toBe("failed");
-    expect(failed.failureReason).toEqual(expect.stringContaining("sjc"));
-    expect(await workspaceExists(deps, project.id)).toBe(false);
-
-    // The operator adds sjc to SERVED_REGIONS and restarts the workers.
-    await stopWorker(narrow);
-    await startWorker(ALL_REGIONS);
-
-    const retried = await p.action(slug, project.slug, owner, "provision-retry");
-    expectStatus(retried, 200);
-    expect(retried.body.project).toMatchObject({ status: "provisioning", failureReason: null });
-    const active = await p.settle(slug, project.slug, owner);
-    expect(active).toMatchObject({ status: "active", failureReason: null, region: "sjc", templateVersion: "1.1.0" });
-    expect(await workspaceVersion(deps, project.id)).toBe("1.1.0");
-
-    expectError(await p.action(slug, project.slug, owner, "provision-retry"), 409, "CONFLICT");
-
-    const deploys = (await p.deploys(slug, project.slug, owner)).body.deploys;
-    expect(deploys.map((d: any) => [d.kind, d.status])).toEqual([
-      ["provision", "succeeded"],
-      ["provision", "failed"],
-    ]);
-    expect(deploys[1].error).toEqual(expect.stringContaining("sjc"));
-    expect(deploys[0].error).toBeNull();
-
-    const events = (await p.audit(slug, owner)).filter((e) => e.target.id === project.id);
-    const actions = events.map((e) => e.action);
-    expect(actions).toEqual(
-      expect.arrayContaining(["project.created", "project.failed", "project.provision_retried", "project.provisioned"]),
-    );
-    const order = (action: string) => events.findIndex((e) => e.action === action);
-    // Newest first: provisioned after the retry, the retry after the failure.
-    expect(order("project.provisioned")).toBeLessThan(order("project.provision_retried"));
-    expect(order("project.provision_retried")).toBeLessThan(order("project.failed"));
-    expect(JSON.stringify(events)).not.toContain(project.adminToken);
-  });
-
-  it("purge drops the workspaces of deleted projects once due, and only theirs", async () => {
-    // PROJECT_PURGE_DAYS=0 here: a deleted project is due at once. Workers from the previous test serve all regions.
-    if (workers.length === 0) await startWorker(ALL_REGIONS);
-    const live = await p.provisioned(slug, owner, { name: "Survivor", region: "fra" });
-    const doomed = await p.provisioned(slug, owner, { name: "Purged", region: "fra" });
-    expect(await workspaceExists(deps, doomed.id)).toBe(true);
-    // A workspace written to lately has an outbox hint.
-    await deps.db
-      .insertInto("workspace_outbox_hints")
-      .values({ project_id: doomed.id, created_at: new Date().toISOString() })
-      .execute();
-    // Uploaded files go with their workspace.
-    for (const id of [live.id, doomed.id]) {
-      mkdirSync(workspaceFilesDir(deps, id), { recursive: true });
-      writeFileSync(path.join(workspaceFilesDir(deps, id), "fil_upload"), "bytes");
-    }
-    expectStatus(await p.remove(slug, doomed.slug, owner), 200);
-
-    await deps.jobs.enqueue(deps.db, { kind: "projects.purge", payload: {} });
-    const purged = await until(
-      () => storedProject(deps, doomed.id),
-      (row) => row.purged_at !== null,
-      "purge",
-    );
-    expect(purged.status).toBe("deleted");
-    expect(await workspaceExists(deps, doomed.id)).toBe(false);
-    expect(await workspaceExists(deps, live.id)).toBe(true);
-    expect(existsSync(workspaceFilesDir(deps, doomed.id))).toBe(false);
-    // Nor does the outbox sweep look for it any more.
-    const hints = await deps.db.selectFrom("workspace_outbox_hints").select("project_id").execute();
-    expect(hints.map((h) => h.project_id)).not.toContain(doomed.id);
-    expect(existsSync(path.join(workspaceFilesDir(deps, live.id), "fil_upload"))).toBe(true);
-    expect(await workspaceVersion(deps, live.id)).toBe("1.1.0");
-    expect((await storedProject(deps, live.id)).purged_at).toBeNull();
-    expectError(await p.get(slug, doomed.slug, owner), 404, "NOT_FOUND");
   });
 });

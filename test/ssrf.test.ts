@@ -1,10 +1,20 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo, LookupFunction } from "node:net";
+import type { LookupFunction } from "node:net";
 import type * as os from "node:os";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createOutboundClient, type OutboundClient, type OutboundClientOptions } from "../src/lib/outbound.ts";
 import { checkOutboundUrl, isPrivateAddress } from "../src/lib/ssrf.ts";
-import { type CallResult, call, createOrg, signUp, startApp, type TestApp, until } from "./harness.ts";
+import {
+  type CallResult,
+  call,
+  callWorkspace,
+  createActiveProject,
+  createOrg,
+  type Receiver,
+  signUp,
+  startApp,
+  startReceiver,
+  type TestApp,
+} from "./harness.ts";
 
 /** This machine as the tests see it: its own interfaces, plus one holding public addresses. */
 const PUBLIC_INTERFACE = [
@@ -165,55 +175,6 @@ describe("checkOutboundUrl", () => {
   });
 });
 
-interface ReceivedRequest {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-interface Receiver {
-  port: number;
-  requests: ReceivedRequest[];
-  connections: number;
-  /** How the receiver answers; the default is 200 "ok". Not answering at all stalls the sender. */
-  respond: (request: IncomingMessage, response: ServerResponse) => void;
-  close(): Promise<void>;
-}
-
-async function startReceiver(): Promise<Receiver> {
-  const server = createServer();
-  const receiver: Receiver = {
-    port: 0,
-    requests: [],
-    connections: 0,
-    respond: (_request, response) => response.end("ok"),
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-  server.on("connection", () => {
-    receiver.connections += 1;
-  });
-  server.on("request", (request: IncomingMessage, response: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    request.on("data", (chunk: Buffer) => chunks.push(chunk));
-    request.on("end", () => {
-      receiver.requests.push({
-        method: request.method ?? "",
-        url: request.url ?? "",
-        headers: request.headers,
-        body: Buffer.concat(chunks).toString("utf8"),
-      });
-      receiver.respond(request, response);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  receiver.port = (server.address() as AddressInfo).port;
-  return receiver;
-}
-
 /** Resolves `internal.test` to loopback and nothing else, the way a split-horizon DNS might. */
 const internalLookup: LookupFunction = (hostname, options, callback) => {
   if (hostname !== "internal.test") {
@@ -248,8 +209,7 @@ describe("outbound client", () => {
   describe("with private targets allowed", () => {
     it("returns the status and body of a 200", async () => {
       const target = await receiver();
-      target.respond = (_request, response) =>
-        response.writeHead(200, { "content-type": "text/plain" }).end("received");
+      target.respondWith(() => ({ status: 200, body: "received" }));
       const result = await client().post(`http://127.0.0.1:${target.port}/hook`, json, "{}");
       expect(result).toMatchObject({ statusCode: 200, body: "received", error: null });
       expect(result.latencyMs).toBeGreaterThanOrEqual(0);
@@ -269,26 +229,27 @@ describe("outbound client", () => {
       await client().post(`http://127.0.0.1:${target.port}/path?query=1`, headers, body);
       expect(target.requests).toHaveLength(1);
       const [received] = target.requests;
-      expect(received).toMatchObject({ method: "POST", url: "/path?query=1", body, headers });
+      expect(received).toMatchObject({ method: "POST", path: "/path?query=1", body, headers });
       expect(received?.headers["content-length"]).toBe(String(Buffer.byteLength(body)));
     });
 
     it("returns a 500 as its status, not as an error", async () => {
       const target = await receiver();
-      target.respond = (_request, response) => response.writeHead(500).end("boom");
+      target.respondWith(() => ({ status: 500, body: "boom" }));
       const result = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(result).toMatchObject({ statusCode: 500, body: "boom", error: null });
     });
 
     it("does not follow a redirect", async () => {
       const target = await receiver();
-      target.respond = (request, response) => {
-        if (request.url === "/hook") response.writeHead(302, { location: "/elsewhere" }).end();
-        else response.end("followed");
-      };
+      target.respondWith((request) =>
+        request.path === "/hook"
+          ? { status: 302, headers: { location: "/elsewhere" }, body: "" }
+          : { status: 200, body: "followed" },
+      );
       const result = await client().post(`http://127.0.0.1:${target.port}/hook`, json, "{}");
       expect(result).toMatchObject({ statusCode: 302, error: null });
-      expect(target.requests.map((request) => request.url)).toEqual(["/hook"]);
+      expect(target.requests.map((request) => request.path)).toEqual(["/hook"]);
     });
 
     it("answers a request it cannot send (a header value with a line break) with an error, never a throw", async () => {
@@ -300,7 +261,7 @@ describe("outbound client", () => {
 
     it("keeps at most 2048 bytes of a large response", async () => {
       const target = await receiver();
-      target.respond = (_request, response) => response.end("x".repeat(10 * 1024));
+      target.respondWith(() => ({ status: 200, body: "x".repeat(10 * 1024) }));
       const result = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(result).toMatchObject({ statusCode: 200, body: "x".repeat(2048), error: null });
     });
@@ -308,7 +269,7 @@ describe("outbound client", () => {
     it("cuts a multibyte body on a character boundary", async () => {
       const target = await receiver();
       // 1 + 2 × 2000 bytes: byte 2048 falls in the middle of an "é".
-      target.respond = (_request, response) => response.end(`a${"é".repeat(2000)}`);
+      target.respondWith(() => ({ status: 200, body: `a${"é".repeat(2000)}` }));
       const result = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(result.body).toBe(`a${"é".repeat(1023)}`);
       expect(Buffer.byteLength(result.body ?? "")).toBe(2047);
@@ -317,17 +278,17 @@ describe("outbound client", () => {
     it("turns invalid bytes into U+FFFD wherever they are in a body that is not cut, the last ones too", async () => {
       const target = await receiver();
       // "caf" + 0xE9 (latin-1 "é"), and an invalid byte in the middle: 4 + 3 bytes, far below the cut.
-      target.respond = (_request, response) => response.end(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x41, 0xff, 0x42]));
+      target.respondWith(() => ({ status: 200, body: Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x41, 0xff, 0x42]) }));
       const middle = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(middle.body).toBe("caf\uFFFDA\uFFFDB");
-      target.respond = (_request, response) => response.end(Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+      target.respondWith(() => ({ status: 200, body: Buffer.from([0x63, 0x61, 0x66, 0xe9]) }));
       const end = await client().post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(end.body).toBe("caf\uFFFD");
     });
 
     it("honours a smaller maxResponseBytes", async () => {
       const target = await receiver();
-      target.respond = (_request, response) => response.end("0123456789");
+      target.respondWith(() => ({ status: 200, body: "0123456789" }));
       const result = await client({ maxResponseBytes: 4 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(result.body).toBe("0123");
     });
@@ -335,10 +296,7 @@ describe("outbound client", () => {
     it("stops reading once it has enough, without waiting for the rest", async () => {
       const target = await receiver();
       // Headers and 4 KiB, then the body never ends.
-      target.respond = (_request, response) => {
-        response.writeHead(200);
-        response.write("y".repeat(4096));
-      };
+      target.respondWith(() => ({ status: 200, body: "y".repeat(4096), keepOpen: true }));
       const result = await client({ timeoutMs: 3_000 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(result).toMatchObject({ statusCode: 200, body: "y".repeat(2048), error: null });
       expect(result.latencyMs).toBeLessThan(2_000);
@@ -346,7 +304,7 @@ describe("outbound client", () => {
 
     it("times out a receiver that never answers", async () => {
       const target = await receiver();
-      target.respond = () => {};
+      target.respondWith(() => new Promise(() => {}));
       const started = performance.now();
       const result = await client({ timeoutMs: 300 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
       const elapsed = performance.now() - started;
@@ -358,10 +316,7 @@ describe("outbound client", () => {
 
     it("times out a body that stalls after the headers", async () => {
       const target = await receiver();
-      target.respond = (_request, response) => {
-        response.writeHead(200);
-        response.write("partial");
-      };
+      target.respondWith(() => ({ status: 200, body: "partial", keepOpen: true }));
       const result = await client({ timeoutMs: 300 }).post(`http://127.0.0.1:${target.port}/`, json, "{}");
       expect(result).toMatchObject({ statusCode: null, body: null, error: "timed out after 300 ms" });
       expect(result.latencyMs).toBeLessThan(1_500);
@@ -369,7 +324,7 @@ describe("outbound client", () => {
 
     it("ends when the caller's signal aborts", async () => {
       const target = await receiver();
-      target.respond = () => {};
+      target.respondWith(() => new Promise(() => {}));
       const signal = AbortSignal.timeout(100);
       const result = await client({ timeoutMs: 5_000 }).post(`http://127.0.0.1:${target.port}/`, json, "{}", signal);
       expect(result.statusCode).toBeNull();
@@ -491,29 +446,8 @@ describe("refusals a caller reads name the host, never the address it resolved t
   }
 
   /** One call to a project's workspace API, as its admin. */
-  async function workspace(app: TestApp, project: any, method: string, path: string, body?: unknown) {
-    const response = await fetch(`${app.url}/w/${project.id}/api${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${project.adminToken}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : null };
-  }
-
-  async function activeProject(app: TestApp, owner: { cookie: string }, slug: string, name: string) {
-    const created = await call(app, "POST", `/org/${slug}/projects`, { cookie: owner.cookie, body: { name } });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const project = created.body.project;
-    await until(`${name} to be active`, async () => {
-      const read = await call(app, "GET", `/org/${slug}/projects/${project.slug}`, { cookie: owner.cookie });
-      return read.body.project?.status === "active";
-    });
-    return project;
-  }
+  const workspace = (app: TestApp, project: any, method: string, path: string, body?: unknown) =>
+    callWorkspace(app, project.id, method, path, { token: project.adminToken, body });
 
   it("at create and update: org webhooks, the org's webhookUrl, integrations and workspace webhooks", async () => {
     const owner = await signUp(strict);
@@ -548,7 +482,7 @@ describe("refusals a caller reads name the host, never the address it resolved t
       "config.webhookUrl",
     );
 
-    const project = await activeProject(strict, owner, org.slug, "Strict Project");
+    const project = await createActiveProject(strict, owner, org.slug, "Strict Project");
     const hookInput = { name: "Internal", url: hookUrl(), events: ["*"] };
     expectRefused(await workspace(strict, project, "POST", "/webhooks", hookInput), "url");
     const wsHook = await workspace(strict, project, "POST", "/webhooks", {
@@ -567,7 +501,7 @@ describe("refusals a caller reads name the host, never the address it resolved t
     const org = await createOrg(open, owner, "Once Open Org");
     const as = { cookie: owner.cookie };
     // Provisioned before anything subscribes: the open process would deliver its event.
-    const project = await activeProject(open, owner, org.slug, "Once Open Project");
+    const project = await createActiveProject(open, owner, org.slug, "Once Open Project");
     const hook = await call(open, "POST", `/org/${org.slug}/webhooks`, {
       ...as,
       body: { url: hookUrl(), events: ["*"] },

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -6,8 +5,10 @@ import { SQLite } from "../src/db/sqlite.ts";
 import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import {
   call,
+  callWorkspace,
   createOrg,
   dialect,
+  hmacHex,
   type Receiver,
   signUp,
   startApp,
@@ -23,8 +24,6 @@ import {
  * and workspace webhook deliveries, a retry after a failure, and a clean shutdown, all through
  * the real HTTP API with the thread doing the work.
  */
-
-const hmac = (secret: string, message: string) => createHmac("sha256", secret).update(message).digest("hex");
 
 /** Events still in a project's workspace outbox (the thread dispatches them, the server deletes them). */
 async function outboxSize(app: TestApp, projectId: string): Promise<number> {
@@ -109,7 +108,7 @@ describe("jobs on a worker thread", () => {
 
     const request = await receiver.waitFor("project.paused", (r) => r.path === "/org");
     const timestamp = String(request.headers["x-service-timestamp"]);
-    expect(request.headers["x-service-signature-v2"]).toBe(hmac(hook.body.secret, `${timestamp}.${request.body}`));
+    expect(request.headers["x-service-signature-v2"]).toBe(hmacHex(hook.body.secret, `${timestamp}.${request.body}`));
     expect(JSON.parse(request.body)).toMatchObject({
       event: "project.paused",
       payload: { projectId: project.id, projectSlug: project.slug },
@@ -123,11 +122,7 @@ describe("jobs on a worker thread", () => {
 
   it("delivers workspace events through the thread's dispatcher, retrying a failed attempt", async () => {
     const api = (method: string, path: string, body?: unknown) =>
-      fetch(`${app.url}/w/${project.id}/api${path}`, {
-        method,
-        headers: { authorization: `Bearer ${project.adminToken}`, "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      }).then(async (res) => ({ status: res.status, body: (await res.json()) as any }));
+      callWorkspace(app, project.id, method, path, { token: project.adminToken, body });
 
     expect((await api("POST", "/collections", { slug: "posts" })).status).toBe(201);
     const hook = await api("POST", "/webhooks", {
@@ -162,7 +157,7 @@ describe("jobs on a worker thread", () => {
     expect(failed && retried).toBeTruthy();
     for (const request of receiver.at("/flaky")) {
       const timestamp = String(request.headers["x-service-timestamp"]);
-      expect(request.headers["x-service-signature-v2"]).toBe(hmac("s3cret", `${timestamp}.${request.body}`));
+      expect(request.headers["x-service-signature-v2"]).toBe(hmacHex("s3cret", `${timestamp}.${request.body}`));
     }
   });
 });

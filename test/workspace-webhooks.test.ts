@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
 import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
@@ -6,13 +5,18 @@ import type { JobRun } from "../src/jobs/handlers.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {
   addMember,
+  type CallResult,
   call,
+  callWorkspace,
   createApiKey,
   createOrg,
+  expectError,
+  hmacHex,
   type Mailbox,
   type ReceivedRequest,
   type Receiver,
   signUp,
+  sleep,
   startApp,
   startMailbox,
   startReceiver,
@@ -55,48 +59,17 @@ function gate() {
 
 // --- helpers ---------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const hmac = (secret: string, message: string | Buffer) => createHmac("sha256", secret).update(message).digest("hex");
-
 /** Checks both signatures with an HMAC computed here, independently of Plinth's code. */
 function expectSignedWith(request: ReceivedRequest, secret: string): void {
   const timestamp = request.headers["x-service-timestamp"];
   expect(timestamp).toMatch(/^\d{10}$/);
-  expect(request.headers["x-service-signature"]).toBe(hmac(secret, request.raw));
-  expect(request.headers["x-service-signature-v2"]).toBe(hmac(secret, `${timestamp}.${request.body}`));
+  expect(request.headers["x-service-signature"]).toBe(hmacHex(secret, request.raw));
+  expect(request.headers["x-service-signature-v2"]).toBe(hmacHex(secret, `${timestamp}.${request.body}`));
 }
 
 interface As {
   token?: string;
   cookie?: string;
-}
-
-interface WsResult {
-  status: number;
-  body: any;
-}
-
-/** One call to a project's workspace API, `{workspaceUrl}/api`. */
-async function ws(
-  app: TestApp,
-  projectId: string,
-  method: string,
-  path: string,
-  as: As,
-  body?: unknown,
-): Promise<WsResult> {
-  const headers: Record<string, string> = {};
-  if (as.token) headers.authorization = `Bearer ${as.token}`;
-  if (as.cookie) headers.cookie = as.cookie;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${app.url}/w/${projectId}/api${path}`, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
 }
 
 interface Project {
@@ -121,7 +94,7 @@ async function createProject(app: TestApp, owner: TestUser, orgSlug: string, nam
 function workspaceOf(app: TestApp, project: Project) {
   const admin: As = { token: project.adminToken };
   const api = (method: string, path: string, body?: unknown, as: As = admin) =>
-    ws(app, project.id, method, path, as, body);
+    callWorkspace(app, project.id, method, path, { ...as, body });
   return {
     project,
     api,
@@ -154,9 +127,8 @@ function workspaceOf(app: TestApp, project: Project) {
 
 type Workspace = ReturnType<typeof workspaceOf>;
 
-function errorPaths(res: WsResult): string[] {
-  expect(res.status, JSON.stringify(res.body)).toBe(422);
-  expect(res.body.error.code).toBe("VALIDATION");
+function errorPaths(res: CallResult): string[] {
+  expectError(res, 422, "VALIDATION");
   return res.body.error.details.map((d: { path: string }) => d.path);
 }
 
@@ -330,18 +302,10 @@ describe("workspace webhooks", () => {
       expect(JSON.stringify(rows)).not.toContain("audit-secret-never-logged");
 
       // Made with an org admin's session, a change names the account with its e-mail, as the console's do.
-      const bySession = await ws(
-        app,
-        alpha.project.id,
-        "POST",
-        "/webhooks",
-        { cookie: owner.cookie },
-        {
-          name: "by session",
-          url: `${receiver.url}/audited`,
-          events: ["items"],
-        },
-      );
+      const bySession = await callWorkspace(app, alpha.project.id, "POST", "/webhooks", {
+        cookie: owner.cookie,
+        body: { name: "by session", url: `${receiver.url}/audited`, events: ["items"] },
+      });
       expect(bySession.status, JSON.stringify(bySession.body)).toBe(201);
       const sessionRows = (await call(app, "GET", `/org/${slug}/audit?limit=500`, { cookie: owner.cookie })).body
         .events;
@@ -472,7 +436,7 @@ describe("workspace webhooks", () => {
 
     it.each(MATRIX)("%s: reads %s, writes %s", async (name, reads, writes) => {
       const as = principals.get(name)!;
-      const expectOutcome = (res: WsResult, outcome: Outcome, success: number, what: string) => {
+      const expectOutcome = (res: CallResult, outcome: Outcome, success: number, what: string) => {
         if (outcome === "ok") {
           expect(res.status, `${what}: ${JSON.stringify(res.body)}`).toBe(success);
         } else {

@@ -1,4 +1,3 @@
-import { createHmac } from "node:crypto";
 import { readdirSync, readlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
@@ -20,12 +19,16 @@ import { localStore } from "../src/domains/workspace/store.ts";
 import { insertWithEvent } from "../src/domains/workspace/writes.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {
+  type CallOptions,
   call,
+  callWorkspace,
   createApiKey,
   createOrg,
+  hmacHex,
   type Receiver,
   sessionCookieFrom,
   signUp,
+  sleep,
   startApp,
   startReceiver,
   type TestApp,
@@ -41,18 +44,8 @@ let adminToken: string;
 let receiver: Receiver;
 
 /** A call to the project's workspace API, `{workspaceUrl}/api`. */
-async function ws(method: string, path: string, options: { body?: unknown; token?: string } = {}) {
-  const response = await fetch(`${app.url}/w/${projectId}/api${path}`, {
-    method,
-    headers: {
-      ...(options.token !== undefined ? { authorization: `Bearer ${options.token}` } : {}),
-      ...(options.body !== undefined ? { "content-type": "application/json" } : {}),
-    },
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const ws = (method: string, path: string, options: CallOptions = {}) =>
+  callWorkspace(app, projectId, method, path, options);
 
 beforeAll(async () => {
   app = await startApp({
@@ -147,8 +140,8 @@ describe("workspace runtime", () => {
     const body = JSON.parse(delivery.body);
     expect(body).toMatchObject({ channel: "items:posts", event: "created", data: created.body.item });
     const timestamp = delivery.headers["x-service-timestamp"] as string;
-    const v1 = createHmac("sha256", "s3cret").update(delivery.body).digest("hex");
-    const v2 = createHmac("sha256", "s3cret").update(`${timestamp}.${delivery.body}`).digest("hex");
+    const v1 = hmacHex("s3cret", delivery.body);
+    const v2 = hmacHex("s3cret", `${timestamp}.${delivery.body}`);
     expect(delivery.headers["x-service-signature"]).toBe(v1);
     expect(delivery.headers["x-service-signature-v2"]).toBe(v2);
     // The shipped receiver-side verifier accepts the real delivery, and only with the right secret.
@@ -620,7 +613,7 @@ describe("workspace users, files and their events", () => {
   it("raises no event for a write that fails", async () => {
     const before = receiver.requests.length;
     expect((await ws("POST", "/items/missing", { token: adminToken, body: { a: 1 } })).status).toBe(404);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(receiver.requests.length).toBe(before);
   });
 });
@@ -717,7 +710,7 @@ describe("a write that fails on a constraint", () => {
       Array.from({ length: 4 }, () => ws("POST", "/auth/sign-up", { body: { email, password: "long-enough-pw" } })),
     );
     expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409]);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(500);
     const signedUp = receiver.requests
       .slice(before)
       .map((r) => JSON.parse(r.body))
@@ -770,7 +763,7 @@ describe("concurrent writes", () => {
     await until("every item's delivery", () =>
       ids.every((id) => receiver.requests.slice(before).some((r) => r.body.includes(id))),
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     const burst = receiver.requests
       .slice(before)
       .map((r) => JSON.parse(r.body))
@@ -828,7 +821,7 @@ describe("concurrent writes", () => {
       await until("every created item's delivery and the update's", () =>
         [...ids, existing.body.item.id].every((id) => received().some((r) => r.body.includes(id))),
       );
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       const events = received().map((r) => JSON.parse(r.body));
       expect(
         events
@@ -928,7 +921,7 @@ describe("overlapping writes to one row", () => {
     );
     expect(deletes.map((r) => r.status).sort()).toEqual([204, 404, 404]);
     await until("the delete's event", () => events().some((e) => e.event === "deleted"));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     const deleted = events().filter((e) => e.event === "deleted");
     expect(deleted).toHaveLength(1);
     for (const key of keys) expect(deleted[0]?.data).toHaveProperty(key);
@@ -952,7 +945,7 @@ describe("overlapping deletes of a user or a file", () => {
       const email = `overlap-${round}-${Date.now()}@example.test`;
       const up = await ws("POST", "/auth/sign-up", { body: { email, password: "long-enough-pw" } });
       const signingIn = ws("POST", "/auth/sign-in", { body: { email, password: "long-enough-pw" } });
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await sleep(10);
       expect((await ws("DELETE", `/users/${up.body.user.id}`, { token: adminToken })).status).toBe(204);
       const signedIn = await signingIn;
       if (signedIn.status === 200) {
@@ -1016,7 +1009,7 @@ describe("dispatching an event again", () => {
         await dispatcher.dispatch(projectId);
         expect(await job()).toBeUndefined();
       }
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       expect(sent()).toHaveLength(1);
       const attempts = await deps.db
         .selectFrom("webhook_attempts")
