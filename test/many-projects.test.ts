@@ -125,6 +125,10 @@ describe("many projects, few open workspaces", () => {
       expect(maxDescriptors).toBeLessThanOrEqual(BOUND * FILES_PER_WORKSPACE);
       expect(maxDescriptors).toBeGreaterThan(0);
     }
+    // Workspaces nobody uses any more are closed (the pool does so a minute after their last use).
+    pool.closeIdle(performance.now() + 1);
+    expect(pool.size).toBe(0);
+    if (dialect === "sqlite") expect(workspaceDescriptors(app)).toBe(0);
   }, 90_000);
 
   it("pages the project list, and caps the overview's with an exact count", async () => {

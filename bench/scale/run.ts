@@ -6,8 +6,8 @@
  * For each database: creates BENCH_PROJECTS projects through the API (creation rate, until every
  * one is active), then measures, in alternating rounds, workspace reads round-robin across all of
  * them (`GET /w/{id}/api/collections`, each project's own admin token) next to the same read on
- * one project; then the process's open descriptors (peak), RSS (peak, and idle 10 s after the
- * load), and a restart: SIGTERM, start again on the same data, time until /api/health answers 200,
+ * one project; then the process's open descriptors (peak), RSS (before the reads, their peak, and
+ * once idle workspaces have been closed, BENCH_IDLE_WAIT after the load), and a restart: SIGTERM, start again on the same data, time until /api/health answers 200,
  * and whether any outbox sweep failed. Plinth runs as `npm start` runs it (dist/), as a child
  * process; the load generator (autocannon) runs in this process.
  *
@@ -19,7 +19,10 @@
  *   BENCH_ROUNDS         rounds of (round-robin, one project)    (2)
  *   BENCH_CREATORS       project creations in flight at once     (16)
  *   BENCH_MAX_OPEN       WORKSPACE_MAX_OPEN for Plinth           (its default, from the file limit)
+ *   BENCH_IDLE_WAIT      seconds to wait after the load before reading idle RSS (95)
  *   BENCH_PG_URL         PostgreSQL maintenance database         (postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_NODE_ARGS      extra node flags for Plinth, space-separated (e.g. --cpu-prof --cpu-prof-dir=prof)
+ *   BENCH_SKIP_SINGLE    1: measure round-robin reads only (profiling)
  *   BENCH_VERBOSE        1: pass Plinth's output through
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -39,9 +42,12 @@ const CONNECTIONS = envInt("BENCH_CONNECTIONS", 32);
 const DURATION_S = envInt("BENCH_DURATION", 10);
 const ROUNDS = envInt("BENCH_ROUNDS", 2);
 const CREATORS = envInt("BENCH_CREATORS", 16);
+const IDLE_WAIT_S = envInt("BENCH_IDLE_WAIT", 95);
 const MAX_OPEN = process.env.BENCH_MAX_OPEN;
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const VERBOSE = process.env.BENCH_VERBOSE === "1";
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+const SKIP_SINGLE = process.env.BENCH_SKIP_SINGLE === "1";
 const MB = 1024 * 1024;
 
 /** Issue 26's targets. */
@@ -103,7 +109,7 @@ async function startPlinth(env: Record<string, string>, port: number): Promise<P
   delete inherited.DATABASE_URL;
   delete inherited.DATABASE_SCHEMA;
   const started = performance.now();
-  const proc = spawn(process.execPath, ["--max-semi-space-size=32", path.join(ROOT, "dist/main.js")], {
+  const proc = spawn(process.execPath, [...NODE_ARGS, "--max-semi-space-size=32", path.join(ROOT, "dist/main.js")], {
     cwd: ROOT,
     env: { ...inherited, ...env, PORT: String(port), HOST, PUBLIC_URL: `http://${HOST}:${port}` },
     stdio: ["ignore", "pipe", "pipe"],
@@ -269,13 +275,14 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     const { projects, perSecond } = await createProjects(plinth.url, slug, key);
     console.log(`  created ${PROJECTS} projects: ${perSecond.toFixed(0)} projects/s (until all active)`);
 
+    const before = memoryOf(plinth.pid).rss;
     let peakFds = descriptorsOf(plinth.pid);
     const sampler = setInterval(() => {
       peakFds = Math.max(peakFds, descriptorsOf(plinth.pid));
     }, 100);
     const rows: Array<{ round: number; kind: string } & Reading> = [];
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const roundRobin of [true, false]) {
+      for (const roundRobin of SKIP_SINGLE ? [true] : [true, false]) {
         const reading = await measureReads(plinth, projects, roundRobin);
         rows.push({ round, kind: roundRobin ? "round-robin" : "one project", ...reading });
         console.log(
@@ -285,7 +292,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     }
     clearInterval(sampler);
     const peak = memoryOf(plinth.pid).hwm;
-    await sleep(10_000);
+    await sleep(IDLE_WAIT_S * 1000);
     const idle = memoryOf(plinth.pid).rss;
     const mean = (kind: string) =>
       rows.filter((row) => row.kind === kind).reduce((sum, row) => sum + row.requestsPerSecond, 0) / ROUNDS;
@@ -293,9 +300,9 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     const errors = rows.reduce((sum, row) => sum + row.errors, 0);
     console.log(
       `  round-robin ${(share * 100).toFixed(1)}% of one project (target ≥ ${TARGET_SHARE * 100}%), errors ${errors}` +
-        `, descriptors peak ${peakFds}, RSS peak ${(peak / MB).toFixed(0)} MB` +
+        `, descriptors peak ${peakFds}, RSS before ${(before / MB).toFixed(0)} MB, peak ${(peak / MB).toFixed(0)} MB` +
         (database === "sqlite" ? ` (target ≤ ${TARGET_RSS_SQLITE / MB})` : "") +
-        `, idle 10 s after ${(idle / MB).toFixed(0)} MB`,
+        `, idle ${IDLE_WAIT_S} s after ${(idle / MB).toFixed(0)} MB, descriptors then ${descriptorsOf(plinth.pid)}`,
     );
 
     await plinth.stop();

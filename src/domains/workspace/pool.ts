@@ -6,8 +6,10 @@ import { openWorkspaceFile, type WorkspaceDb, workspaceFile, workspaceSchema } f
 
 export type { WorkspaceDb };
 
-/** How often open SQLite workspaces are checked for files removed underneath them (a purge). */
-const VANISHED_CHECK_MS = 60_000;
+/** How often open workspaces are checked for files removed underneath them (a purge) and for disuse. */
+const SWEEP_MS = 30_000;
+/** An open workspace nobody has used for this long is closed: a quiet process gives its memory back. */
+export const IDLE_CLOSE_MS = 60_000;
 /** How long a caller waits for a slot when every open workspace is in use, before a 503. */
 export const WORKSPACE_WAIT_MS = 2_000;
 /** File descriptors an open SQLite workspace holds: the database, its `-wal` and its `-shm`. */
@@ -27,6 +29,8 @@ interface Slot {
   sqlite: BetterSqlite3.Database | undefined;
   /** Holds not yet released. */
   users: number;
+  /** When the last hold was released (ms, monotonic). */
+  releasedAt: number;
   /** Forgotten while in use (its project was deleted or purged): closed once the last hold ends. */
   retired: boolean;
 }
@@ -37,7 +41,8 @@ interface Slot {
  * A SQLite workspace is a file with two companions (`-wal`, `-shm`), so each open one costs three
  * file descriptors and a page cache. Work on a workspace holds it (`acquire` … `release`); an idle
  * one (held by nobody) stays open for the next request until its slot is wanted, least recently
- * used first, and is closed at that moment, never while held. When every slot is held, a caller
+ * used first, or until nobody has used it for IDLE_CLOSE_MS, and is closed then, never while
+ * held. When every slot is held, a caller
  * waits for one to be released, up to WORKSPACE_WAIT_MS, then hears 503: the bound is never
  * exceeded, whatever the traffic. One connection per workspace per process: the server's worker
  * thread asks the server for what it needs of a workspace instead of opening it too, since SQLite
@@ -52,7 +57,7 @@ export class WorkspacePool {
   private retiredOpen = 0;
   /** Callers waiting for a slot, first come first served. */
   private readonly waiting: Array<() => void> = [];
-  private readonly vanishedCheck: NodeJS.Timeout | undefined;
+  private readonly sweeper: NodeJS.Timeout;
   private closed = false;
   /** The most workspaces ever open at once in this pool. */
   private highWater = 0;
@@ -62,12 +67,13 @@ export class WorkspacePool {
     readonly maxOpen: number,
     private readonly waitMs = WORKSPACE_WAIT_MS,
   ) {
-    // A purge (by whichever process runs it) removes the file; a handle kept open would hold on
-    // to its disk space until evicted, which a quiet instance may never do.
-    if (deps.dialect === "sqlite") {
-      this.vanishedCheck = setInterval(() => this.forgetVanished(), VANISHED_CHECK_MS);
-      this.vanishedCheck.unref();
-    }
+    this.sweeper = setInterval(() => {
+      // A purge (by whichever process runs it) removes the file; a handle kept open would hold
+      // on to its disk space until evicted, which a quiet instance may never do.
+      if (deps.dialect === "sqlite") this.forgetVanished();
+      this.closeIdle(performance.now() - IDLE_CLOSE_MS);
+    }, SWEEP_MS);
+    this.sweeper.unref();
   }
 
   /** Workspaces open now (held or idle). */
@@ -117,6 +123,13 @@ export class WorkspacePool {
     this.retiredOpen++;
   }
 
+  /** Closes the workspaces nobody has held since `before` (ms, `performance.now()`). */
+  closeIdle(before: number): void {
+    for (const slot of [...this.slots.values()]) {
+      if (slot.users === 0 && slot.releasedAt < before) this.forget(slot.projectId);
+    }
+  }
+
   /** Forgets open SQLite workspaces whose file is gone (purged). */
   forgetVanished(): void {
     for (const projectId of [...this.slots.keys()]) {
@@ -127,7 +140,7 @@ export class WorkspacePool {
   /** Closes every workspace; holds still open are closed as they are released. */
   async closeAll(): Promise<void> {
     this.closed = true;
-    clearInterval(this.vanishedCheck);
+    clearInterval(this.sweeper);
     for (const projectId of [...this.slots.keys()]) this.forget(projectId);
     for (const wake of this.waiting.splice(0)) wake();
   }
@@ -161,6 +174,7 @@ export class WorkspacePool {
         released = true;
         slot.users--;
         if (slot.users > 0) return;
+        slot.releasedAt = performance.now();
         if (slot.retired) {
           this.retiredOpen--;
           this.close(slot);
@@ -206,7 +220,7 @@ export class WorkspacePool {
 
   /** Opens a workspace, held once; null when it has none. */
   private open(projectId: string): Slot | null {
-    const slot = { projectId, users: 1, retired: false };
+    const slot = { projectId, users: 1, releasedAt: 0, retired: false };
     if (this.deps.dialect === "postgres") {
       const db = this.deps.db.withSchema(workspaceSchema(projectId)) as WorkspaceDb;
       return { ...slot, db, sqlite: undefined };
