@@ -1,5 +1,5 @@
-import { DEFAULT_MIGRATION_TABLE, type Migration, type MigrationProvider, Migrator, sql } from "kysely";
-import { type DatabaseHandle, type Dialect, isUniqueViolation } from "./database.ts";
+import { type Migration, sql } from "kysely";
+import { type DatabaseHandle, type Db, type Dialect, isUniqueViolation } from "./database.ts";
 import { foundation } from "./migrations/0001-foundation.ts";
 import { jobs } from "./migrations/0002-jobs.ts";
 import { projectsAndWebhooks } from "./migrations/0003-projects-webhooks.ts";
@@ -29,70 +29,51 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   };
 }
 
-class StaticMigrationProvider implements MigrationProvider {
-  constructor(private readonly dialect: Dialect) {}
-
-  async getMigrations(): Promise<Record<string, Migration>> {
-    return migrations(this.dialect);
-  }
-}
+/** Where applied migrations are listed: Kysely's migrator's table, which earlier releases used. */
+const MIGRATION_TABLE = "kysely_migration";
 
 /**
- * Brings the schema up to date. Safe to run from several processes at once: Kysely's migrator
- * takes a lock (an advisory lock on PostgreSQL) before it looks at what has been applied.
+ * Brings the schema up to date: every migration not yet listed as applied runs, in order, in one
+ * transaction with the rows that list them. Safe to run from several processes at once: on
+ * PostgreSQL an advisory lock (per schema) makes them take turns, on SQLite the transaction's
+ * write lock does. Nothing is introspected: Kysely's own migrator first lists every table of every
+ * schema to find its table, which on PostgreSQL, with a schema per workspace, took seconds per
+ * thousand projects and failed when a workspace was dropped meanwhile.
  */
 export async function migrateToLatest(handle: DatabaseHandle, schema?: string): Promise<void> {
-  if (handle.dialect === "postgres" && schema) {
+  const postgres = handle.dialect === "postgres";
+  if (postgres && schema) {
     // "if not exists" is not safe against a concurrent create: processes starting together on a
     // new schema can lose that race (a unique violation on pg_namespace), with the schema made.
     await sql`create schema if not exists ${sql.id(schema)}`.execute(handle.db).catch((error: unknown) => {
       if (!isUniqueViolation(error)) throw error;
     });
   }
-  if (await upToDate(handle, schema)) return;
-  const migrator = new Migrator({
-    db: handle.db,
-    provider: new StaticMigrationProvider(handle.dialect),
-    ...(handle.dialect === "postgres" && schema ? { migrationTableSchema: schema } : {}),
-  });
-  // Kysely's migrator looks its tables up by introspecting every schema of the database; a
-  // workspace schema dropped at that moment (a purge, a failed provisioning's clean-up) makes the
-  // lookup fail with "schema … does not exist". Nothing was changed, so it is simply tried again.
-  let outcome = await migrator.migrateToLatest();
-  for (let attempt = 1; attempt < 5 && isVanishedSchema(outcome.error); attempt++) {
-    await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
-    outcome = await migrator.migrateToLatest();
-  }
-  const { error, results } = outcome;
-  if (error) {
-    const failed = results?.find((result) => result.status === "Error");
-    // No migration failed when the database could not be reached or read at all.
-    const what = failed ? `migration ${failed.migrationName} failed` : "could not migrate the database";
+  const table = postgres && schema ? sql`${sql.id(schema)}.${sql.id(MIGRATION_TABLE)}` : sql.id(MIGRATION_TABLE);
+  const pending = async (db: Db) => {
+    const { rows } = await sql<{ name: string }>`select name from ${table}`.execute(db);
+    const applied = new Set(rows.map((row) => row.name));
+    return Object.entries(migrations(handle.dialect)).filter(([name]) => !applied.has(name));
+  };
+  // Most starts have nothing to apply: one read, no lock.
+  if ((await pending(handle.db).catch(() => undefined))?.length === 0) return;
+  let current = "";
+  try {
+    await handle.db.transaction().execute(async (trx) => {
+      if (postgres)
+        await sql`select pg_advisory_xact_lock(hashtext(${`plinth.migrate:${schema ?? "public"}`}))`.execute(trx);
+      await sql`create table if not exists ${table} (name varchar(255) primary key, timestamp varchar(255) not null)`.execute(
+        trx,
+      );
+      for (const [name, migration] of await pending(trx)) {
+        current = name;
+        await migration.up(trx);
+        await sql`insert into ${table} (name, timestamp) values (${name}, ${new Date().toISOString()})`.execute(trx);
+      }
+    });
+  } catch (error) {
+    // No migration had begun when the database could not be reached or read at all.
+    const what = current ? `migration ${current} failed` : "could not migrate the database";
     throw new Error(`${what}: ${String(error)}`, { cause: error });
   }
-}
-
-/**
- * Whether every migration has been applied, read straight from Kysely's table. Kysely's migrator
- * first introspects every table of every schema to find its own, which on PostgreSQL with a
- * schema per workspace takes seconds per thousand projects: a start with nothing to apply (most
- * starts) need not pay for it.
- */
-async function upToDate(handle: DatabaseHandle, schema: string | undefined): Promise<boolean> {
-  const table =
-    handle.dialect === "postgres" && schema
-      ? sql`${sql.id(schema)}.${sql.id(DEFAULT_MIGRATION_TABLE)}`
-      : sql.id(DEFAULT_MIGRATION_TABLE);
-  try {
-    const { rows } = await sql<{ name: string }>`select name from ${table}`.execute(handle.db);
-    const applied = new Set(rows.map((row) => row.name));
-    return Object.keys(migrations(handle.dialect)).every((name) => applied.has(name));
-  } catch {
-    // No such table yet (a new database): the migrator makes it.
-    return false;
-  }
-}
-
-function isVanishedSchema(error: unknown): boolean {
-  return error instanceof Error && /schema "[^"]+" does not exist/.test(error.message);
 }
