@@ -1,5 +1,8 @@
 /** Helpers the benchmark runners share. */
+import { type SpawnOptions, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import pg from "pg";
 
 /**
@@ -53,4 +56,70 @@ export async function signUpCookie(url: string, name = "Bench User"): Promise<st
     ?.split(";")[0];
   if (!cookie) throw new Error("sign-up returned no plinth.session_token cookie");
   return cookie;
+}
+
+/** A positive integer from the environment, or `fallback` when unset. */
+export function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
+  return value;
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A TCP port free on `host` now. */
+export function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, host, () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** VmRSS and VmHWM (peak RSS) of a process, in bytes. */
+export function memoryOf(pid: number): { rss: number; hwm: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
+  return { rss: kb("VmRSS") * 1024, hwm: kb("VmHWM") * 1024 };
+}
+
+/** A child process whose output is kept (its tail) and passed to `onChunk`. */
+export function spawnWatched(args: string[], options: SpawnOptions, onChunk: (text: string) => void = () => {}) {
+  const proc = spawn(process.execPath, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+  if (proc.pid === undefined) throw new Error(`failed to spawn ${args.join(" ")}`);
+  let tail = "";
+  const keep = (chunk: Buffer) => {
+    const text = chunk.toString("utf8");
+    tail = (tail + text).slice(-8000);
+    onChunk(text);
+  };
+  proc.stdout?.on("data", keep);
+  proc.stderr?.on("data", keep);
+  let alive = true;
+  const exited = new Promise<void>((resolve) =>
+    proc.once("exit", () => {
+      alive = false;
+      resolve();
+    }),
+  );
+  return {
+    proc,
+    pid: proc.pid,
+    alive: () => alive,
+    tail: () => tail,
+    /** SIGTERM, then SIGKILL after `graceMs`; resolves once it has exited. */
+    async stop(graceMs = 20_000): Promise<void> {
+      if (!alive) return;
+      proc.kill("SIGTERM");
+      const killer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
 }

@@ -25,14 +25,12 @@
  *   BENCH_SKIP_SINGLE    1: measure round-robin reads only (profiling)
  *   BENCH_VERBOSE        1: pass Plinth's output through
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon, { type Result } from "autocannon";
-import { createDatabase, signUpCookie } from "../lib.ts";
+import { createDatabase, envInt, freePort, memoryOf, signUpCookie, sleep, spawnWatched } from "../lib.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
@@ -55,35 +53,6 @@ const TARGET_SHARE = 0.5;
 const TARGET_RSS_SQLITE = 400 * MB;
 const TARGET_RESTART_MS = 5_000;
 
-function envInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, HOST, () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** VmRSS and VmHWM (peak RSS) of a process, in bytes. */
-function memoryOf(pid: number): { rss: number; hwm: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
-  return { rss: kb("VmRSS") * 1024, hwm: kb("VmHWM") * 1024 };
-}
-
 function descriptorsOf(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/fd`).length;
@@ -93,7 +62,6 @@ function descriptorsOf(pid: number): number {
 }
 
 interface Plinth {
-  proc: ChildProcess;
   pid: number;
   url: string;
   /** Milliseconds from spawn until /api/health answered 200. */
@@ -109,52 +77,30 @@ async function startPlinth(env: Record<string, string>, port: number): Promise<P
   delete inherited.DATABASE_URL;
   delete inherited.DATABASE_SCHEMA;
   const started = performance.now();
-  const proc = spawn(process.execPath, [...NODE_ARGS, "--max-semi-space-size=32", path.join(ROOT, "dist/main.js")], {
-    cwd: ROOT,
-    env: { ...inherited, ...env, PORT: String(port), HOST, PUBLIC_URL: `http://${HOST}:${port}` },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  if (proc.pid === undefined) throw new Error("failed to spawn plinth");
   const errors: string[] = [];
-  let tail = "";
-  const keep = (chunk: Buffer) => {
-    if (VERBOSE) process.stderr.write(chunk);
-    tail = (tail + chunk.toString("utf8")).slice(-8000);
-    for (const line of chunk.toString("utf8").split("\n")) {
-      if (/"level":(50|60)/.test(line)) errors.push(line.slice(0, 500));
-    }
-  };
-  proc.stdout?.on("data", keep);
-  proc.stderr?.on("data", keep);
-  let alive = true;
-  const exited = new Promise<void>((resolve) =>
-    proc.once("exit", () => {
-      alive = false;
-      resolve();
-    }),
+  const child = spawnWatched(
+    [...NODE_ARGS, "--max-semi-space-size=32", path.join(ROOT, "dist/main.js")],
+    { cwd: ROOT, env: { ...inherited, ...env, PORT: String(port), HOST, PUBLIC_URL: `http://${HOST}:${port}` } },
+    (text) => {
+      if (VERBOSE) process.stderr.write(text);
+      for (const line of text.split("\n")) if (/"level":(50|60)/.test(line)) errors.push(line.slice(0, 500));
+    },
   );
-  const stop = async () => {
-    if (!alive) return;
-    proc.kill("SIGTERM");
-    const killer = setTimeout(() => proc.kill("SIGKILL"), 20_000);
-    await exited;
-    clearTimeout(killer);
-  };
   const url = `http://${HOST}:${port}`;
   for (;;) {
-    if (!alive) throw new Error(`plinth exited before it was ready:\n${tail}`);
+    if (!child.alive()) throw new Error(`plinth exited before it was ready:\n${child.tail()}`);
     try {
       if ((await fetch(`${url}/api/health`)).ok) break;
     } catch {
       // not listening yet
     }
     if (performance.now() - started > 120_000) {
-      await stop();
-      throw new Error(`plinth did not become healthy within 120 s:\n${tail}`);
+      await child.stop();
+      throw new Error(`plinth did not become healthy within 120 s:\n${child.tail()}`);
     }
     await sleep(20);
   }
-  return { proc, pid: proc.pid, url, readyMs: performance.now() - started, errors: () => errors, stop };
+  return { pid: child.pid, url, readyMs: performance.now() - started, errors: () => errors, stop: () => child.stop() };
 }
 
 async function api(url: string, method: string, route: string, token: string, body?: unknown) {
@@ -255,7 +201,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     ...(created ? { DATABASE_URL: created.url } : {}),
     ...(MAX_OPEN ? { WORKSPACE_MAX_OPEN: MAX_OPEN } : {}),
   };
-  const port = await freePort();
+  const port = await freePort(HOST);
   let plinth = await startPlinth(env, port);
   try {
     const cookie = await signUpCookie(plinth.url);
