@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ERROR_CODES } from "../src/errors.ts";
 import { call, startApp, type TestApp } from "./harness.ts";
 
 let app: TestApp;
@@ -101,6 +102,13 @@ describe("GET /api/openapi.json", () => {
     for (const [method, path, status] of expected) {
       expect(doc.paths[path]?.[method]?.responses?.[status], `${method} ${path} → ${status}`).toBeTruthy();
     }
+  });
+
+  it("gives the error envelope's code as an enum of every code, and the request id", () => {
+    const envelope = doc.components.schemas.Error.properties.error;
+    expect([...envelope.properties.code.enum].sort()).toEqual([...ERROR_CODES].sort());
+    expect(envelope.required).toEqual(expect.arrayContaining(["code", "message"]));
+    expect(envelope.properties.requestId.type).toBe("string");
   });
 
   it("documents SPEC's input limits", () => {

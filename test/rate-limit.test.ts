@@ -9,6 +9,7 @@ import {
   startApp,
   type TestApp,
   uniqueEmail,
+  until,
 } from "./harness.ts";
 
 const MINUTE = 60_000;
@@ -124,6 +125,41 @@ describe("workspace sign-in and sign-up limit", () => {
     expect(limited.status).toBe(429);
     expect(limited.headers.get("retry-after")).toBeTruthy();
     expect((await post("/auth/sign-up", { email: uniqueEmail(), password: "long-enough-pw" })).status).toBe(429);
+  });
+});
+
+describe("workspace sign-in and sign-up for projects that do not exist", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp({ AUTH_RATE_LIMIT_PER_MINUTE: "3", RATE_LIMIT_PER_MINUTE: "1000" });
+  });
+  afterAll(() => app.close());
+
+  it("keep no budget, row or read for each made-up id: only the address's budget pays", async () => {
+    toNextMinute(app);
+    // Shaped like project ids, and not: neither opens a budget of its own.
+    const ids = [
+      ...Array.from({ length: 10 }, (_, n) => `prj_01m8made${String(n).padStart(2, "0")}${"x".repeat(16)}`),
+      ...Array.from({ length: 10 }, (_, n) => `anything-${n}`),
+    ];
+    for (const id of ids) {
+      const res = await fetch(`${app.url}/w/${id}/api/auth/sign-in`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "guess@example.test", password: "wrong-password-1" }),
+      });
+      // Not the stricter sign-in budget (3 a minute): each answer is the unknown project's 404.
+      expect(res.status).toBe(404);
+      expect(Number(res.headers.get("ratelimit-limit"))).toBe(1000);
+    }
+    await until("the counters to be flushed", async () => {
+      const rows = await app.server.deps.db.selectFrom("rate_limits").select("bucket").execute();
+      return rows.some((row) => row.bucket.startsWith("ip:"));
+    });
+    const buckets = (await app.server.deps.db.selectFrom("rate_limits").select("bucket").execute()).map(
+      (r) => r.bucket,
+    );
+    expect(buckets.filter((bucket) => ids.some((id) => bucket.includes(id)))).toEqual([]);
   });
 });
 
