@@ -15,6 +15,7 @@ import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
 import { authorize, type PermissionName, resolveOrgAccess } from "./domains/orgs/access.ts";
 import { orgRoutes } from "./domains/orgs/routes.ts";
+import { planRoutes } from "./domains/plans/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
@@ -154,7 +155,8 @@ export function createApp({
     .route("/", projectRoutes(deps))
     .route("/", webhookRoutes(deps))
     .route("/", integrationRoutes(deps))
-    .route("/", notificationRoutes(deps));
+    .route("/", notificationRoutes(deps))
+    .route("/", planRoutes(deps));
 
   documentOrgEvents(api);
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {

@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { z } from "zod";
+import { type Plan, readCatalog } from "./domains/plans/catalog.ts";
 import { MAX_FORWARDED_HOPS, type TrustProxy } from "./lib/client-address.ts";
 import { parseAllowlistEntry } from "./lib/ip.ts";
 
@@ -99,6 +100,8 @@ const EnvSchema = z.object({
   WEBHOOK_DELIVERIES_RETENTION_DAYS: days(0).default(30),
   WEBHOOK_CONCURRENCY: positiveInt.default(256),
   WORKSPACE_MAX_OPEN: positiveInt.optional(),
+  PLANS_FILE: z.string().optional(),
+  DEFAULT_PLAN: z.string().default("free"),
   ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
 });
@@ -147,6 +150,10 @@ export type Config = {
   allowPrivateWebhookUrls: boolean;
   /** Largest workspace file upload. */
   maxFileBytes: number;
+  /** The plan catalog: PLANS_FILE's, or the built-in one (DESIGN §8). */
+  plans: Plan[];
+  /** The plan new orgs start on. */
+  defaultPlan: string;
 };
 
 export class ConfigError extends Error {}
@@ -163,6 +170,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   const e = parsed.data;
+  let plans: Plan[];
+  try {
+    plans = readCatalog(e.PLANS_FILE);
+  } catch (error) {
+    throw new ConfigError(`invalid configuration: PLANS_FILE: ${(error as Error).message}`);
+  }
+  if (!plans.some((plan) => plan.id === e.DEFAULT_PLAN)) {
+    throw new ConfigError(
+      `invalid configuration: DEFAULT_PLAN: no plan "${e.DEFAULT_PLAN}" in the catalog (${plans.map((p) => p.id).join(", ")})`,
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -195,5 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookDeliveriesRetentionDays: e.WEBHOOK_DELIVERIES_RETENTION_DAYS,
     allowPrivateWebhookUrls: e.ALLOW_PRIVATE_WEBHOOK_URLS,
     maxFileBytes: e.MAX_FILE_BYTES,
+    plans,
+    defaultPlan: e.DEFAULT_PLAN,
   };
 }

@@ -10,6 +10,7 @@ export const ERROR_CODES = [
   "NOT_FOUND",
   "METHOD_NOT_ALLOWED",
   "CONFLICT",
+  "PLAN_LIMIT",
   "PAYLOAD_TOO_LARGE",
   "VALIDATION",
   "RATE_LIMITED",
@@ -62,6 +63,13 @@ export class NotFoundError extends AppError {
 export class ConflictError extends AppError {
   constructor(message: string) {
     super("CONFLICT", message);
+  }
+}
+
+/** A request that would take the org past a hard limit of its plan (DESIGN §8). */
+export class PlanLimitError extends AppError {
+  constructor(message: string, details: { limit: number; used: number; planId: string }) {
+    super("PLAN_LIMIT", message, details);
   }
 }
 

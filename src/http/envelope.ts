@@ -11,6 +11,7 @@ const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
+  PLAN_LIMIT: 409,
   PAYLOAD_TOO_LARGE: 413,
   VALIDATION: 422,
   RATE_LIMITED: 429,
@@ -18,9 +19,10 @@ const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   UNAVAILABLE: 503,
 };
 
-const CODE_OF = new Map<number, ErrorCode>(
-  Object.entries(STATUS_OF).map(([code, status]) => [status, code as ErrorCode]),
-);
+/** The code of each status (the first listed where two codes share one: 409 is CONFLICT). */
+const CODE_OF = new Map<number, ErrorCode>();
+for (const [code, status] of Object.entries(STATUS_OF))
+  if (!CODE_OF.has(status)) CODE_OF.set(status, code as ErrorCode);
 
 export function statusOf(code: ErrorCode): ContentfulStatusCode {
   return STATUS_OF[code];

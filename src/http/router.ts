@@ -131,7 +131,7 @@ const errorDescriptions = {
   401: "Authentication required",
   403: "Authenticated but not allowed",
   404: "Not found",
-  409: "Conflict with the current state",
+  409: "Conflict with the current state (CONFLICT), or a limit of the org's plan reached (PLAN_LIMIT, details `{limit, used, planId}`)",
   413: "Request body too large",
   422: "Request validation failed",
   429: "Rate limited (with Retry-After)",

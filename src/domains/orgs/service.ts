@@ -58,7 +58,7 @@ export async function createOrg({
         id: newId("org", now),
         slug: firstFreeSlug(base, await takenSlugs(trx, base)),
         name: input.name,
-        plan_id: "free",
+        plan_id: ctx.deps.config.defaultPlan,
         residency,
         default_region: input.defaultRegion ?? DEFAULT_REGION_BY_RESIDENCY[residency],
         ip_allowlist: "[]",
