@@ -10,6 +10,7 @@ import type { Deps } from "./deps.ts";
 import { accountRoutes } from "./domains/account/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
+import { backupRoutes } from "./domains/backups/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
@@ -156,7 +157,8 @@ export function createApp({
     .route("/", webhookRoutes(deps))
     .route("/", integrationRoutes(deps))
     .route("/", notificationRoutes(deps))
-    .route("/", planRoutes(deps));
+    .route("/", planRoutes(deps))
+    .route("/", backupRoutes(deps, workspace));
 
   documentOrgEvents(api);
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {

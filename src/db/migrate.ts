@@ -11,6 +11,7 @@ import { fewerIndexWrites } from "./migrations/0008-fewer-index-writes.ts";
 import { idempotencyKeys } from "./migrations/0009-idempotency-keys.ts";
 import { attemptUrls } from "./migrations/0010-attempt-urls.ts";
 import { projectsByOrg } from "./migrations/0011-projects-by-org.ts";
+import { historySince } from "./migrations/0012-history-since.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -26,6 +27,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0009-idempotency-keys": idempotencyKeys(),
     "0010-attempt-urls": attemptUrls(),
     "0011-projects-by-org": projectsByOrg(),
+    "0012-history-since": historySince(),
   };
 }
 

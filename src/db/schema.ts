@@ -147,6 +147,8 @@ export interface ProjectsTable {
   deleted_at: string | null;
   purge_after: string | null;
   purged_at: string | null;
+  /** Since when the workspace records its history (continuous history, DESIGN §9); null: not yet. */
+  history_since: string | null;
 }
 
 export interface DeploysTable {

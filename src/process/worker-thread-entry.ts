@@ -22,7 +22,9 @@ const callServer = (call: StoreCall) =>
 const remoteStore: WorkspaceStore = {
   readOutbox: (...args) => callServer({ method: "readOutbox", args }) as Promise<OutboxEvent[] | null>,
   clearOutbox: (...args) => callServer({ method: "clearOutbox", args }) as Promise<void>,
-  listedFiles: (...args) => callServer({ method: "listedFiles", args }) as Promise<string[] | null>,
+  neededFiles: (...args) => callServer({ method: "neededFiles", args }) as Promise<string[] | null>,
+  installHistory: (...args) => callServer({ method: "installHistory", args }) as Promise<boolean | null>,
+  pruneHistory: (...args) => callServer({ method: "pruneHistory", args }) as Promise<number | null>,
 };
 
 const running = await startWorker(

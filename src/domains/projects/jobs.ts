@@ -51,7 +51,13 @@ export function projectJobs(deps: Deps): JobHandlers {
         await deps.db.transaction().execute(async (trx) => {
           const settled = await trx
             .updateTable("projects")
-            .set({ status: failure ? "failed" : "active", failure_reason: failure, updated_at: at })
+            .set({
+              status: failure ? "failed" : "active",
+              failure_reason: failure,
+              updated_at: at,
+              // The template migration installed its history (a retry's too).
+              ...(failure ? {} : { history_since: at }),
+            })
             .where("id", "=", project.id)
             .where("status", "=", "provisioning")
             .returningAll()

@@ -83,7 +83,7 @@ export const UpgradeResult = z
 export const DeploySchema = z
   .object({
     id: z.string(),
-    kind: z.enum(["provision", "upgrade", "resume", "reprovision"]),
+    kind: z.enum(["provision", "upgrade", "resume", "reprovision", "restore"]),
     status: z.enum(["pending", "succeeded", "skipped", "failed"]),
     fromVersion: z.string().nullable(),
     toVersion: z.string().nullable(),

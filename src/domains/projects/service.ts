@@ -92,7 +92,7 @@ export async function projectSummaries(deps: Deps, orgId: string, limit: number)
   }));
 }
 
-async function findProject(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow> {
+export async function findProject(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow> {
   const row = await ctx.deps.db
     .selectFrom("projects")
     .selectAll()
@@ -120,7 +120,7 @@ export async function getProject({ ctx, projectSlug }: { ctx: OrgCtx; projectSlu
   return { project: toProject(row, ctx.deps.config.publicUrl), latestTemplateVersion: latestVersion(row.template) };
 }
 
-async function insertDeploy(
+export async function insertDeploy(
   trx: Db,
   deps: Deps,
   projectId: string,
@@ -193,6 +193,7 @@ export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infe
           deleted_at: null,
           purge_after: null,
           purged_at: null,
+          history_since: null,
         };
         await trx.insertInto("projects").values(project).execute();
         const deployId = await insertDeploy(trx, deps, project.id, {

@@ -6,6 +6,7 @@ import { sqliteDialect } from "../../db/database.ts";
 import { SQLite } from "../../db/sqlite.ts";
 import type { Deps } from "../../deps.ts";
 import { makeDirectory } from "../../lib/dirs.ts";
+import { installHistory } from "../backups/history.ts";
 import { compareVersions, versionsBetween } from "./templates.ts";
 
 /**
@@ -133,6 +134,8 @@ async function migrateNow(deps: Deps, projectId: string, template: string, to: s
       const from = await readVersion(trx);
       if (from !== null && compareVersions(from, to) >= 0) return { from };
       for (const step of versionsBetween(template, from, to)) await step.migrate(trx, deps.dialect);
+      // After the steps, which may have changed the tables the history's triggers copy.
+      await installHistory(trx, deps.dialect);
       for (const [key, value] of [
         ["template", template],
         ["template_version", to],

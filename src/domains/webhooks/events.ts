@@ -16,6 +16,7 @@ export const ORG_EVENT_KINDS = [
   "project.failed",
   "project.paused",
   "project.resumed",
+  "project.restored",
   "alarm.fired",
   "member.invited",
   "billing.plan_change",

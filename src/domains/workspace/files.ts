@@ -246,16 +246,18 @@ export async function deleteFile({ ctx, id }: { ctx: WorkspaceCtx; id: string })
     if (!removed) throw new NotFoundError("file not found");
     return { result: undefined, event: { channel: "files", event: "deleted", data: toFile(removed) } };
   });
-  await rm(path.join(filesDir(ctx), id), { force: true });
+  // The bytes stay: a restore to an instant before this delete brings the file back. The daily
+  // sweep removes them once the history no longer holds the file (sweepUploadLeftovers).
 }
 
 /** Upload leftovers older than this go; no upload takes a day, so none in progress is touched. */
 const LEFTOVER_AGE_MS = DAY_MS;
 
 /**
- * Removes what uploads cut short by a crash left in the workspaces' file directories: `<id>.part`
- * files, and `<id>` files whose row never committed (see `uploadFile`). Only entries last written
- * more than a day ago.
+ * Removes what the workspaces' file directories no longer need: `<id>.part` files of uploads a
+ * crash cut short, `<id>` files whose row never committed (see `uploadFile`), and the bytes of
+ * deleted files once the history no longer holds them (past the restore window). Only entries
+ * last written more than a day ago.
  */
 export async function sweepUploadLeftovers(deps: Deps, store: WorkspaceStore): Promise<void> {
   const projects = await deps.db
@@ -281,7 +283,7 @@ async function removeLeftovers(store: WorkspaceStore, projectId: string, dir: st
   }
   // Only a workspace with old files on disk is opened (and takes a place in the pool).
   if (old.length === 0) return;
-  const listed = await store.listedFiles(
+  const listed = await store.neededFiles(
     projectId,
     old.filter((name) => !name.endsWith(".part")),
   );

@@ -1,5 +1,8 @@
+import { sql } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import { oneOf } from "../../db/shapes.ts";
+import { filesInHistory, installHistory, pruneHistory } from "../backups/history.ts";
+import { workspaceSchema } from "../projects/workspace-db.ts";
 import type { WorkspacePool } from "./pool.ts";
 
 /** An outbox row as read back. */
@@ -16,8 +19,15 @@ export interface WorkspaceStore {
   readOutbox(projectId: string, limit: number): Promise<OutboxEvent[] | null>;
   /** Removes dispatched events from the outbox. */
   clearOutbox(projectId: string, eventIds: string[]): Promise<void>;
-  /** Those of `fileIds` the workspace lists. */
-  listedFiles(projectId: string, fileIds: string[]): Promise<string[] | null>;
+  /**
+   * Those of `fileIds` whose bytes the workspace still needs: files it lists, and files its
+   * history holds (deleted within the restore window: a restore may bring them back).
+   */
+  neededFiles(projectId: string, fileIds: string[]): Promise<string[] | null>;
+  /** Installs continuous history in a workspace made before it existed (see backups/history.ts). */
+  installHistory(projectId: string): Promise<boolean | null>;
+  /** Deletes history records older than `before` (ISO-8601); how many went. */
+  pruneHistory(projectId: string, before: string): Promise<number | null>;
 }
 
 /** Rows per statement when looking files up, well inside both databases' limits on parameters. */
@@ -43,20 +53,33 @@ export function localStore(pool: WorkspacePool, dialect: Dialect): WorkspaceStor
           .execute(),
       );
     },
-    listedFiles: async (projectId, fileIds) =>
+    neededFiles: async (projectId, fileIds) =>
       orNull(
         await pool.use(projectId, async (db) => {
-          const listed: string[] = [];
+          const needed: string[] = [];
           for (let i = 0; i < fileIds.length; i += FILE_CHUNK) {
-            const rows = await db
-              .selectFrom("files")
-              .select("id")
-              .where("id", "in", fileIds.slice(i, i + FILE_CHUNK))
-              .execute();
-            listed.push(...rows.map((row) => row.id as string));
+            const chunk = fileIds.slice(i, i + FILE_CHUNK);
+            const rows = await db.selectFrom("files").select("id").where("id", "in", chunk).execute();
+            needed.push(...rows.map((row) => row.id as string), ...(await filesInHistory(db, chunk)));
           }
-          return listed;
+          return needed;
         }),
       ),
+    installHistory: async (projectId) =>
+      orNull(
+        await pool.use(projectId, (db) =>
+          dialect === "postgres"
+            ? db.transaction().execute(async (trx) => {
+                await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
+                await installHistory(trx, dialect);
+                return true;
+              })
+            : db.transaction().execute(async (trx) => {
+                await installHistory(trx, dialect);
+                return true;
+              }),
+        ),
+      ),
+    pruneHistory: async (projectId, before) => orNull(await pool.use(projectId, (db) => pruneHistory(db, before))),
   };
 }

@@ -2,6 +2,7 @@ import { type QueryCreator, sql } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import { chunked } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
+import { stampHistory } from "../backups/history.ts";
 import type { WorkspaceCtx } from "./access.ts";
 import { outboxRows, type WorkspaceEvent } from "./dispatch.ts";
 import type { WorkspaceDb } from "./pool.ts";
@@ -168,6 +169,7 @@ async function commitWithSavepoints(db: WorkspaceDb, deps: Deps, group: QueuedWr
   const outcomes = new Map<QueuedWrite, Outcome>();
   try {
     await db.transaction().execute(async (trx) => {
+      await stampHistory(trx, "sqlite");
       for (const write of group) {
         if (write.kind === "change") outcomes.set(write, await inSavepoint(trx, () => write.apply(trx)));
       }
