@@ -10,6 +10,7 @@ import type { Deps } from "./deps.ts";
 import { accountRoutes } from "./domains/account/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
+import { exportRoutes } from "./domains/exports/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
@@ -153,6 +154,7 @@ export function createApp({
     .route("/", apiKeyRoutes(deps))
     .route("/", auditRoutes(deps))
     .route("/", projectRoutes(deps))
+    .route("/", exportRoutes(deps, workspace.pool))
     .route("/", webhookRoutes(deps))
     .route("/", integrationRoutes(deps))
     .route("/", notificationRoutes(deps))

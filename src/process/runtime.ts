@@ -3,6 +3,7 @@ import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/database.ts";
 import { migrateToLatest } from "../db/migrate.ts";
 import type { Deps } from "../deps.ts";
+import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
 import { deliveryJobs, deliverySchedule } from "../domains/webhooks/delivery-jobs.ts";
@@ -75,6 +76,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
       ...deliveryJobs(deps),
       ...dispatchJobs(dispatcher),
       ...fileJobs(deps, store),
+      ...exportJobs(deps),
     },
     {
       concurrency: deps.config.workers,
@@ -85,6 +87,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
         ...deliverySchedule,
         ...dispatchSchedule,
         ...fileSchedule,
+        ...exportSchedule,
       ],
     },
   );
