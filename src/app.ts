@@ -11,6 +11,7 @@ import { accountRoutes } from "./domains/account/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
 import { backupRoutes } from "./domains/backups/routes.ts";
+import { exportRoutes } from "./domains/exports/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
@@ -154,6 +155,7 @@ export function createApp({
     .route("/", apiKeyRoutes(deps))
     .route("/", auditRoutes(deps))
     .route("/", projectRoutes(deps))
+    .route("/", exportRoutes(deps, workspace.pool))
     .route("/", webhookRoutes(deps))
     .route("/", integrationRoutes(deps))
     .route("/", notificationRoutes(deps))

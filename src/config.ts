@@ -94,6 +94,7 @@ const EnvSchema = z.object({
     )
     .default(REGIONS.join(",")),
   PROJECT_PURGE_DAYS: days(0).default(7),
+  EXPORT_RETENTION_DAYS: days(0).default(7),
   WEBHOOK_TIMEOUT_MS: milliseconds(1).default(10_000),
   WEBHOOK_MAX_ATTEMPTS: wholeNumber(1, 1000).default(10),
   WEBHOOK_BACKOFF_BASE_MS: milliseconds(1).default(5_000),
@@ -138,6 +139,8 @@ export type Config = {
   /** Regions this deployment provisions projects in; a project elsewhere fails to provision. */
   servedRegions: string[];
   projectPurgeDays: number;
+  /** Days an org export's dumps are kept; 0 keeps them. */
+  exportRetentionDays: number;
   webhookTimeoutMs: number;
   webhookMaxAttempts: number;
   webhookBackoffBaseMs: number;
@@ -205,6 +208,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workerThread: e.WORKER_THREAD,
     servedRegions: e.SERVED_REGIONS.split(","),
     projectPurgeDays: e.PROJECT_PURGE_DAYS,
+    exportRetentionDays: e.EXPORT_RETENTION_DAYS,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookMaxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
     webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,

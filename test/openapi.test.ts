@@ -90,6 +90,7 @@ describe("GET /api/openapi.json", () => {
       ["get", "/org/{slug}/members", "200"],
       ["patch", "/org/{slug}", "200"],
       ["delete", "/org/{slug}", "200"],
+      ["post", "/org/{slug}/export", "200"],
       ["patch", "/org/{slug}/members/{id}", "200"],
       ["delete", "/org/{slug}/members/{id}", "204"],
       ["post", "/org/{slug}/members/{id}/resend", "200"],

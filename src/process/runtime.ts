@@ -4,6 +4,7 @@ import { type DatabaseHandle, openDatabase } from "../db/database.ts";
 import { migrateToLatest } from "../db/migrate.ts";
 import type { Deps } from "../deps.ts";
 import { historyJobs, historySchedule } from "../domains/backups/jobs.ts";
+import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
 import { deliveryJobs, deliverySchedule } from "../domains/webhooks/delivery-jobs.ts";
@@ -77,6 +78,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
       ...dispatchJobs(dispatcher),
       ...fileJobs(deps, store),
       ...historyJobs(deps, store),
+      ...exportJobs(deps),
     },
     {
       concurrency: deps.config.workers,
@@ -88,6 +90,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
         ...dispatchSchedule,
         ...fileSchedule,
         ...historySchedule,
+        ...exportSchedule,
       ],
     },
   );

@@ -38,6 +38,7 @@ const PERMISSIONS = {
   "org:read": { role: "viewer", access: "read" },
   "org:update": { role: "admin", access: "admin" },
   "org:delete": { role: "owner", access: "owner" },
+  "org:export": { role: "admin", access: "admin" },
   "members:read": { role: "viewer", access: "read" },
   "members:manage": { role: "admin", access: "admin" },
   "api_keys:read": { role: "viewer", access: "read" },
