@@ -159,8 +159,8 @@ export async function restoreToInstant(trx: WorkspaceDb, dialect: Dialect, insta
     const key = HISTORY_TABLES[table] as string;
     const columns = await columnsOf(trx, dialect, table);
     // The first record after the instant of each row: what the row was at the instant.
-    const firsts = sql`(select h.key, h.before from ${sql.raw(HISTORY)} h where h.tbl = ${table} and h.at > ${instant}
-      and h.seq = (select min(f.seq) from ${sql.raw(HISTORY)} f where f.tbl = h.tbl and f.key = h.key and f.at > ${instant})) firsts`;
+    const firsts = sql`(select key, before from (select key, before, row_number() over (partition by key order by seq) as nth
+      from ${sql.raw(HISTORY)} where tbl = ${table} and at > ${instant}) changed where nth = 1) firsts`;
     const removed =
       await sql`delete from ${sql.id(table)} where ${sql.id(key)} in (select firsts.key from ${firsts})`.execute(trx);
     changed += Number(removed.numAffectedRows ?? 0);
