@@ -46,9 +46,10 @@ async function columnsOf(db: WorkspaceDb, dialect: Dialect, table: string): Prom
     }>`select name, type from pragma_table_info(${table})`.execute(db);
     return rows.map((row) => ({ name: row.name, numeric: /int|real|num|double|float/i.test(row.type) }));
   }
+  // pg_catalog rather than information_schema: the latter's views cost tens of milliseconds each.
   const { rows } = await sql<{ name: string; type: string }>`
-    select column_name as name, data_type as type from information_schema.columns
-    where table_schema = current_schema() and table_name = ${table} order by ordinal_position`.execute(db);
+    select attname as name, format_type(atttypid, atttypmod) as type from pg_attribute
+    where attrelid = to_regclass(${table})::oid and attnum > 0 and not attisdropped order by attnum`.execute(db);
   return rows.map((row) => ({ name: row.name, numeric: /int|numeric|real|double/i.test(row.type) }));
 }
 
@@ -60,7 +61,9 @@ async function tablesPresent(db: WorkspaceDb, dialect: Dialect): Promise<string[
       ? await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(db)
       : await sql<{
           name: string;
-        }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(db);
+        }>`select relname as name from pg_class where relnamespace = current_schema()::regnamespace and relkind = 'r'`.execute(
+          db,
+        );
   const present = new Set(rows.map((row) => row.name));
   return names.filter((name) => present.has(name));
 }

@@ -1,0 +1,153 @@
+/**
+ * Restore benchmark (issue 21): point-in-time restore over many changes of a large workspace.
+ *
+ *   npm run build && npx tsx bench/restore/run.ts
+ *
+ * For each database: a Plinth child process (`dist/`), one project, BENCH_ITEMS items of about a
+ * kilobyte created through the workspace API, then BENCH_CHANGES changes (half updates, half
+ * deletes); then the time `POST …/restore` takes to bring the workspace back to before the
+ * changes, and back again to after them, with the process's peak RSS before and after.
+ *
+ * Environment (all optional):
+ *   BENCH_ITEMS     items in the workspace          (100000)
+ *   BENCH_CHANGES   changes to rewind               (10000)
+ *   BENCH_ONLY      comma list of sqlite,postgres   (both)
+ *   BENCH_PG_URL    PostgreSQL maintenance database (postgres://postgres@127.0.0.1:5432/postgres)
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { createDatabase, envInt, freePort, memoryOf, signUpCookie, sleep, spawnWatched } from "../lib.ts";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const HOST = "127.0.0.1";
+const ITEMS = envInt("BENCH_ITEMS", 100_000);
+const CHANGES = envInt("BENCH_CHANGES", 10_000);
+const ONLY = new Set((process.env.BENCH_ONLY ?? "sqlite,postgres").split(",").map((s) => s.trim()));
+const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const MB = 1024 * 1024;
+const FILLER = "x".repeat(900);
+
+async function json(url: string, init: RequestInit & { token?: string; cookie?: string; body?: string }) {
+  const headers: Record<string, string> = { "content-type": "application/json", origin: new URL(url).origin };
+  if (init.token) headers.authorization = `Bearer ${init.token}`;
+  if (init.cookie) headers.cookie = init.cookie;
+  const response = await fetch(url, { ...init, headers });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${init.method ?? "GET"} ${url}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, concurrency = 32): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < list.length) await work(list[next++] as T);
+    }),
+  );
+}
+
+async function runOn(database: "sqlite" | "postgres"): Promise<void> {
+  console.log(`\n== ${database}: ${ITEMS} items, ${CHANGES} changes`);
+  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-restore-"));
+  const created = database === "postgres" ? await createDatabase(PG_ADMIN_URL, "plinth_restore") : undefined;
+  const port = await freePort(HOST);
+  const url = `http://${HOST}:${port}`;
+  const inherited = { ...process.env };
+  delete inherited.DATABASE_URL;
+  const child = spawnWatched(["--max-semi-space-size=32", path.join(ROOT, "dist/main.js")], {
+    cwd: ROOT,
+    env: {
+      ...inherited,
+      PORT: String(port),
+      HOST,
+      PUBLIC_URL: url,
+      DATA_DIR: dataDir,
+      LOG_LEVEL: "error",
+      AUTH_SECRET: "bench-secret-bench-secret-bench-secret-0123",
+      RATE_LIMIT_PER_MINUTE: "100000000",
+      ...(created ? { DATABASE_URL: created.url } : {}),
+    },
+  });
+  try {
+    for (;;) {
+      if (!child.alive()) throw new Error(`plinth exited:\n${child.tail()}`);
+      if (
+        await fetch(`${url}/api/health`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        break;
+      await sleep(50);
+    }
+    const cookie = await signUpCookie(url);
+    const { org } = await json(`${url}/api/org`, { method: "POST", cookie, body: JSON.stringify({ name: "Restore" }) });
+    const { project, adminToken } = await json(`${url}/api/org/${org.slug}/projects`, {
+      method: "POST",
+      cookie,
+      body: JSON.stringify({ name: "Big" }),
+    });
+    for (;;) {
+      const read = await json(`${url}/api/org/${org.slug}/projects/${project.slug}`, { cookie });
+      if (read.project.status === "active") break;
+      await sleep(100);
+    }
+    const ws = `${url}/w/${project.id}/api`;
+    await json(`${ws}/collections`, { method: "POST", token: adminToken, body: JSON.stringify({ slug: "big" }) });
+    let started = performance.now();
+    const ids: string[] = [];
+    await inParallel(
+      Array.from({ length: ITEMS }, (_, n) => n),
+      async (n) => {
+        const { item } = await json(`${ws}/items/big`, {
+          method: "POST",
+          token: adminToken,
+          body: JSON.stringify({ n, FILLER }),
+        });
+        ids.push(item.id);
+      },
+    );
+    console.log(`  ${ITEMS} items created in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    await sleep(50);
+    const beforeChanges = Date.now();
+    await sleep(50);
+    const changed = ids.slice(0, CHANGES);
+    await inParallel(changed, async (id) => {
+      const half = Number.parseInt(id.slice(-1), 32) % 2 === 0;
+      await json(
+        `${ws}/items/big/${id}`,
+        half
+          ? { method: "DELETE", token: adminToken }
+          : { method: "PATCH", token: adminToken, body: JSON.stringify({ n: -1 }) },
+      );
+    });
+    await sleep(50);
+    const afterChanges = Date.now();
+    await sleep(50);
+    const restorePath = `${url}/api/org/${org.slug}/projects/${project.slug}/restore`;
+    const peakBefore = memoryOf(child.pid).hwm;
+    for (const [label, timestamp] of [
+      ["back over the changes", beforeChanges],
+      ["forward again (undo)", afterChanges],
+    ] as const) {
+      started = performance.now();
+      await json(restorePath, { method: "POST", cookie, body: JSON.stringify({ timestamp }) });
+      console.log(`  restore ${label}: ${((performance.now() - started) / 1000).toFixed(2)} s (target ≤ 2 s)`);
+    }
+    const peakAfter = memoryOf(child.pid).hwm;
+    console.log(
+      `  peak RSS ${(peakBefore / MB).toFixed(0)} MB before the restores, ${(peakAfter / MB).toFixed(0)} MB after`,
+    );
+  } finally {
+    await child.stop();
+    await created?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+console.log(`restore benchmark: ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), Node ${process.version}`);
+for (const database of ["sqlite", "postgres"] as const) {
+  if (ONLY.has(database)) await runOn(database);
+}
