@@ -9,6 +9,7 @@ import { SMTPServer } from "smtp-server";
 import { expect } from "vitest";
 import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
+import { snapshotSchema } from "../src/domains/backups/snapshot.ts";
 import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import { ERROR_CODES, type ErrorCode } from "../src/errors.ts";
 import { createLogger } from "../src/logger.ts";
@@ -79,6 +80,11 @@ export async function startApp(
           .query<{ id: string }>(`select id from ${schema}.projects`)
           .catch(() => ({ rows: [] as { id: string }[] }));
         for (const { id } of projects.rows) await client.query(`drop schema if exists ${workspaceSchema(id)} cascade`);
+        // Backups' snapshots too (bk_<backup id>).
+        const backups = await client
+          .query<{ id: string }>(`select id from ${schema}.backups`)
+          .catch(() => ({ rows: [] as { id: string }[] }));
+        for (const { id } of backups.rows) await client.query(`drop schema if exists ${snapshotSchema(id)} cascade`);
         await client.query(`drop schema if exists ${schema} cascade`);
         await client.end();
       }

@@ -163,6 +163,23 @@ export interface DeploysTable {
   finished_at: string | null;
 }
 
+export interface BackupsTable {
+  id: string;
+  project_id: string;
+  /** `auto` (daily, expires after the restore window) or `manual` (kept until deleted). */
+  kind: string;
+  /** `pending`, `completed` or `failed`. */
+  status: string;
+  size_bytes: number | string | null;
+  /** The workspace's template version the snapshot was taken at (raised when a restore migrates it). */
+  template_version: string;
+  error: string | null;
+  created_at: string;
+  completed_at: string | null;
+  expires_at: string | null;
+  restored_at: string | null;
+}
+
 export interface WebhooksTable {
   id: string;
   org_id: string;
@@ -284,4 +301,5 @@ export interface Database {
   notifications: NotificationsTable;
   workspace_outbox_hints: WorkspaceOutboxHintsTable;
   idempotency_keys: IdempotencyKeysTable;
+  backups: BackupsTable;
 }

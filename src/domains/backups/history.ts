@@ -38,7 +38,7 @@ interface Column {
 }
 
 /** The columns `table` has now, in order. */
-async function columnsOf(db: WorkspaceDb, dialect: Dialect, table: string): Promise<Column[]> {
+export async function columnsOf(db: WorkspaceDb, dialect: Dialect, table: string): Promise<Column[]> {
   if (dialect === "sqlite") {
     const { rows } = await sql<{
       name: string;
@@ -54,7 +54,7 @@ async function columnsOf(db: WorkspaceDb, dialect: Dialect, table: string): Prom
 }
 
 /** Tables of HISTORY_TABLES the workspace has. */
-async function tablesPresent(db: WorkspaceDb, dialect: Dialect): Promise<string[]> {
+export async function tablesPresent(db: WorkspaceDb, dialect: Dialect): Promise<string[]> {
   const names = Object.keys(HISTORY_TABLES);
   const { rows } =
     dialect === "sqlite"

@@ -4,6 +4,8 @@ import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
 import { planOf } from "../plans/service.ts";
 import type { WorkspaceStore } from "../workspace/store.ts";
+import { startBackup, takeBackup } from "./service.ts";
+import { dropSnapshot } from "./snapshot.ts";
 
 const PAGE = 500;
 
@@ -49,10 +51,74 @@ export async function maintainHistory(deps: Deps, store: WorkspaceStore): Promis
   }
 }
 
+/** A backup still pending this long after it was asked for is not being taken: its job died. */
+const STALE_PENDING_MS = DAY_MS;
+
+/**
+ * The daily round of backups: an automatic backup of every active project (one per project per
+ * UTC day, whichever process runs the round), automatic backups past their expiry deleted with
+ * their snapshots, and backups whose job died marked failed.
+ */
+export async function dailyBackups(deps: Deps): Promise<void> {
+  const now = deps.clock.now();
+  const day = now.toISOString().slice(0, 10);
+  let after = "";
+  for (;;) {
+    const projects = await deps.db
+      .selectFrom("projects")
+      .select(["id", "template_version"])
+      .where("status", "=", "active")
+      .where("deleted_at", "is", null)
+      .where("id", ">", after)
+      .orderBy("id")
+      .limit(PAGE)
+      .execute();
+    for (const project of projects) {
+      await deps.jobs.transaction(deps.db, async (trx) => {
+        const taken = await trx
+          .selectFrom("backups")
+          .select("id")
+          .where("project_id", "=", project.id)
+          .where("kind", "=", "auto")
+          .where("created_at", ">=", `${day}T00:00:00.000Z`)
+          .executeTakeFirst();
+        if (!taken) await startBackup(trx, deps, project, "auto");
+      });
+    }
+    if (projects.length < PAGE) break;
+    after = projects[projects.length - 1]?.id as string;
+  }
+  for (;;) {
+    const expired = await deps.db
+      .selectFrom("backups")
+      .select(["id", "project_id"])
+      .where("kind", "=", "auto")
+      .where("expires_at", "<=", now.toISOString())
+      .limit(PAGE)
+      .execute();
+    for (const backup of expired) {
+      await deps.db.deleteFrom("backups").where("id", "=", backup.id).execute();
+      await dropSnapshot(deps, backup.project_id, backup.id);
+    }
+    if (expired.length < PAGE) break;
+  }
+  await deps.db
+    .updateTable("backups")
+    .set({ status: "failed", error: "the backup was interrupted", completed_at: now.toISOString() })
+    .where("status", "=", "pending")
+    .where("created_at", "<", new Date(now.getTime() - STALE_PENDING_MS).toISOString())
+    .execute();
+}
+
 export function historyJobs(deps: Deps, store: WorkspaceStore): JobHandlers {
-  return { "workspace.history": { handle: () => maintainHistory(deps, store) } };
+  return {
+    "workspace.history": { handle: () => maintainHistory(deps, store) },
+    "backup.take": { handle: (payload) => takeBackup(deps, String(payload.backupId)) },
+    "backups.daily": { handle: () => dailyBackups(deps) },
+  };
 }
 
 export const historySchedule: RecurringJob[] = [
   { name: "workspace.history", everyMs: DAY_MS, kind: "workspace.history" },
+  { name: "backups.daily", everyMs: DAY_MS, kind: "backups.daily" },
 ];

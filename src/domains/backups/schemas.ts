@@ -20,3 +20,44 @@ export const RestoreWindowSchema = z
     latest: z.string().openapi({ description: "ISO-8601: now" }),
   })
   .openapi("RestoreWindow");
+
+export const BackupInput = z
+  .object({
+    kind: z.enum(["auto", "manual"]).optional().openapi({
+      description:
+        "`manual` (the default) is kept until deleted and counts against the plan's cap; `auto` expires after the restore window",
+    }),
+  })
+  .openapi("BackupInput");
+
+export const BackupSchema = z
+  .object({
+    id: z.string().openapi({ example: "bkp_01jx0000000000000000000000" }),
+    projectId: z.string(),
+    kind: z.enum(["auto", "manual"]),
+    status: z.enum(["pending", "completed", "failed"]),
+    sizeBytes: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "The snapshot's database and file bytes, once completed" }),
+    templateVersion: z.string().openapi({ description: "The workspace's template version the snapshot holds" }),
+    createdAt: z.string(),
+    completedAt: z.string().nullable(),
+    expiresAt: z
+      .string()
+      .nullable()
+      .openapi({ description: "When an automatic backup is deleted; null for manual ones" }),
+    restoredAt: z.string().nullable().openapi({ description: "When the workspace was last restored from it" }),
+    error: z.string().nullable().openapi({ description: "Why a failed backup failed" }),
+  })
+  .openapi("Backup");
+
+export const BackupResponse = z.object({ backup: BackupSchema }).openapi("BackupResponse");
+export const BackupList = z.object({ backups: z.array(BackupSchema) }).openapi("BackupList");
+
+export const BackupParams = z.object({
+  slug: z.string().openapi({ param: { name: "slug", in: "path" } }),
+  projectSlug: z.string().openapi({ param: { name: "projectSlug", in: "path" } }),
+  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "bkp_01jx0000000000000000000000" }),
+});

@@ -1,21 +1,36 @@
-import { sql } from "kysely";
+import { type Selectable, sql } from "kysely";
 import { DAY_MS } from "../../clock.ts";
-import { ConflictError, ValidationError } from "../../errors.ts";
+import type { Db } from "../../db/database.ts";
+import type { BackupsTable } from "../../db/schema.ts";
+import type { Deps } from "../../deps.ts";
+import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from "../../errors.ts";
+import { isIdOf, newId } from "../../lib/ids.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
+import { notifyOrgAdmins } from "../notifications/service.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { planOf } from "../plans/service.ts";
 import { findProject, insertDeploy, type ProjectRow, projectEventPayload } from "../projects/service.ts";
-import { openWorkspaceFile, workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
+import { compareVersions } from "../projects/templates.ts";
+import { openWorkspaceFile, type WorkspaceDb, workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { WorkspaceRuntime } from "../workspace/access.ts";
 import { outboxRows } from "../workspace/dispatch.ts";
 import { HISTORY_TABLES, historyInstant, restoreToInstant, stampHistory } from "./history.ts";
+import {
+  dropSnapshot,
+  migrateSnapshot,
+  restoreFromSnapshot,
+  returnFileBytes,
+  snapshotPath,
+  snapshotSchema,
+  takeSnapshot,
+} from "./snapshot.ts";
 
 /** A project a restore may act on: active or paused (its workspace exists and is not changing shape). */
-function assertRestorable(project: ProjectRow): void {
+function assertRestorable(project: ProjectRow, what = "restored"): void {
   if (project.status !== "active" && project.status !== "paused") {
-    throw new ConflictError(`project is ${project.status}; only an active or paused project can be restored`);
+    throw new ConflictError(`project is ${project.status}; only an active or paused project can be ${what}`);
   }
 }
 
@@ -83,40 +98,39 @@ export async function restoreToTimestamp({
     ]);
   }
   const restoredTo = historyInstant(at);
-  await rewindWorkspace(runtime, project.id, restoredTo, { restoredTo, source: "pitr" });
-  await inOrgTransaction(ctx, async (trx) => {
-    await insertDeploy(trx, ctx.deps, project.id, {
-      kind: "restore",
-      status: "succeeded",
-      from: project.template_version,
-      to: project.template_version,
-    });
-    await recordAudit(trx, ctx, {
-      orgId: ctx.org.id,
-      action: "project.restored",
-      target: { type: "project", id: project.id },
-      data: { source: "pitr", restoredTo },
-    });
-    await emitOrgEvent(trx, ctx.deps, {
-      orgId: ctx.org.id,
-      kind: "project.restored",
-      payload: projectEventPayload(project, { source: "pitr", restoredTo }),
-    });
-  });
+  await rewindWorkspace(
+    runtime,
+    project.id,
+    { restoredTo, source: "pitr" },
+    { change: (trx) => restoreToInstant(trx, ctx.deps.dialect, restoredTo) },
+  );
+  await recordRestore(ctx, project, { source: "pitr", restoredTo });
   return { restoredTo };
 }
 
+/** What a restore does inside its workspace transaction, and what it needs first (SQLite). */
+interface Rewind {
+  /** SQLite: a database file attached as `snap` on the restore's connection. */
+  attach?: string;
+  change(trx: WorkspaceDb): Promise<unknown>;
+}
+
 /**
- * Rewinds the workspace's data to `instant` and raises `workspace:restored`, in one workspace
- * transaction that writers wait for and readers do not: on SQLite on a connection of its own
- * (readers go on reading through the pool's until it commits; writers wait for its write lock),
- * on PostgreSQL with the data tables locked against writes only.
+ * Changes the workspace's data with `rewind.change` and raises `workspace:restored`, in one
+ * workspace transaction that writers wait for and readers do not see until it commits.
+ *
+ * On SQLite it runs on a connection of its own, and without giving the event loop a turn (its
+ * statements and file operations are synchronous under the awaits): the process's other
+ * connection to the workspace, the pool's, cannot try to write meanwhile and wait on the lock the
+ * restore holds from the very thread the restore runs on. Readers of other processes (WAL) go on
+ * reading the workspace as it was. On PostgreSQL the data tables are locked against writes only,
+ * so reads go on throughout.
  */
 async function rewindWorkspace(
   runtime: WorkspaceRuntime,
   projectId: string,
-  instant: string,
   data: { restoredTo: string; source: "pitr" | "backup" },
+  rewind: Rewind,
 ): Promise<void> {
   const { deps } = runtime;
   const event = outboxRows(deps, [{ channel: "workspace", event: "restored", data }]);
@@ -125,9 +139,10 @@ async function rewindWorkspace(
   if (deps.dialect === "sqlite") {
     const { db, sqlite } = openWorkspaceFile(workspaceFile(deps, projectId), { create: false });
     try {
+      if (rewind.attach) sqlite.prepare("attach database ? as snap").run(rewind.attach);
       await db.transaction().execute(async (trx) => {
         await stampHistory(trx, "sqlite");
-        await restoreToInstant(trx, "sqlite", instant);
+        await rewind.change(trx);
         await trx.insertInto("events").values(event).execute();
       });
     } finally {
@@ -139,11 +154,334 @@ async function rewindWorkspace(
       await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
       const tables = Object.keys(HISTORY_TABLES).map((table) => sql.id(table));
       await sql`lock table ${sql.join(tables)} in exclusive mode`.execute(trx);
-      await restoreToInstant(trx, "postgres", instant);
+      await rewind.change(trx);
       await sql`insert into events (id, channel, event, data, created_at) values (${event[0]?.id}, ${event[0]?.channel}, ${event[0]?.event}, ${event[0]?.data}, ${event[0]?.created_at})`.execute(
         trx,
       );
     });
   }
   runtime.dispatcher.schedule(projectId);
+}
+
+/** The audit row, deploy record and `project.restored` event of a restore, in one control transaction. */
+async function recordRestore(
+  ctx: OrgCtx,
+  project: ProjectRow,
+  detail: { source: "pitr" | "backup"; restoredTo: string; backupId?: string },
+  also?: (trx: Db) => Promise<void>,
+): Promise<void> {
+  await inOrgTransaction(ctx, async (trx) => {
+    await insertDeploy(trx, ctx.deps, project.id, {
+      kind: "restore",
+      status: "succeeded",
+      from: project.template_version,
+      to: project.template_version,
+    });
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "project.restored",
+      target: { type: "project", id: project.id },
+      data: detail,
+    });
+    await emitOrgEvent(trx, ctx.deps, {
+      orgId: ctx.org.id,
+      kind: "project.restored",
+      payload: projectEventPayload(project, detail),
+    });
+    await also?.(trx);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backups
+
+/** How long an automatic backup is kept: the plan's restore window, at least a day. */
+function autoBackupDays(deps: Deps, planId: string): number {
+  return Math.max(1, planOf(deps.config, planId).limits.restoreWindowDays);
+}
+
+export function toBackup(row: BackupRow) {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    kind: row.kind as "auto" | "manual",
+    status: row.status as "pending" | "completed" | "failed",
+    sizeBytes: row.size_bytes === null ? null : Number(row.size_bytes),
+    templateVersion: row.template_version,
+    createdAt: row.created_at,
+    completedAt: row.completed_at,
+    expiresAt: row.expires_at,
+    restoredAt: row.restored_at,
+    error: row.error,
+  };
+}
+
+export type BackupRow = Selectable<BackupsTable>;
+
+/** A new backup's row and the job that takes it, in the caller's transaction. */
+export async function startBackup(
+  trx: Db,
+  deps: Deps,
+  project: Pick<ProjectRow, "id" | "template_version">,
+  kind: "auto" | "manual",
+): Promise<BackupRow> {
+  const now = deps.clock.now();
+  const row: BackupRow = {
+    id: newId("bkp", now),
+    project_id: project.id,
+    kind,
+    status: "pending",
+    size_bytes: null,
+    template_version: project.template_version,
+    error: null,
+    created_at: now.toISOString(),
+    completed_at: null,
+    expires_at: null,
+    restored_at: null,
+  };
+  await trx.insertInto("backups").values(row).execute();
+  await deps.jobs.enqueue(trx, {
+    kind: "backup.take",
+    payload: { backupId: row.id },
+    maxAttempts: 3,
+    timeoutMs: 30 * 60_000,
+  });
+  return row;
+}
+
+export async function createBackup({
+  ctx,
+  projectSlug,
+  input,
+}: {
+  ctx: OrgCtx;
+  projectSlug: string;
+  input: { kind?: "auto" | "manual" } | undefined;
+}) {
+  authorize(ctx, "projects:lifecycle");
+  const project = await findProject(ctx, projectSlug);
+  assertRestorable(project, "backed up");
+  const kind = input?.kind ?? "manual";
+  const row = await inOrgTransaction(ctx, async (trx) => {
+    if (kind === "manual") {
+      // Counted under the project's row lock on PostgreSQL (SQLite's writers take turns): two
+      // requests at once cannot both take the last place.
+      if (ctx.deps.dialect === "postgres") {
+        await trx.selectFrom("projects").select("id").where("id", "=", project.id).forUpdate().execute();
+      }
+      const limit = planOf(ctx.deps.config, ctx.org.plan_id).limits.manualBackups;
+      const used = await trx
+        .selectFrom("backups")
+        .select((eb) => eb.fn.countAll<number | string>().as("n"))
+        .where("project_id", "=", project.id)
+        .where("kind", "=", "manual")
+        .where("status", "!=", "failed")
+        .executeTakeFirstOrThrow();
+      if (Number(used.n) >= limit) {
+        throw new PlanLimitError(`the ${ctx.org.plan_id} plan keeps at most ${limit} manual backups per project`, {
+          limit,
+          used: Number(used.n),
+          planId: ctx.org.plan_id,
+        });
+      }
+    }
+    const backup = await startBackup(trx, ctx.deps, project, kind);
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "backup.created",
+      target: { type: "backup", id: backup.id },
+      data: { projectId: project.id, kind },
+    });
+    return backup;
+  });
+  return { backup: toBackup(row) };
+}
+
+export async function listBackups({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
+  authorize(ctx, "projects:read");
+  const project = await findProject(ctx, projectSlug);
+  const rows = await ctx.deps.db
+    .selectFrom("backups")
+    .selectAll()
+    .where("project_id", "=", project.id)
+    .orderBy("id", "desc")
+    .execute();
+  return { backups: rows.map(toBackup) };
+}
+
+async function findBackup(ctx: OrgCtx, project: ProjectRow, id: string): Promise<BackupRow> {
+  const row = isIdOf("bkp", id)
+    ? await ctx.deps.db
+        .selectFrom("backups")
+        .selectAll()
+        .where("id", "=", id)
+        .where("project_id", "=", project.id)
+        .executeTakeFirst()
+    : undefined;
+  if (!row) throw new NotFoundError("backup not found");
+  return row;
+}
+
+export async function getBackup({ ctx, projectSlug, id }: { ctx: OrgCtx; projectSlug: string; id: string }) {
+  authorize(ctx, "projects:read");
+  const project = await findProject(ctx, projectSlug);
+  return { backup: toBackup(await findBackup(ctx, project, id)) };
+}
+
+export async function deleteBackup({ ctx, projectSlug, id }: { ctx: OrgCtx; projectSlug: string; id: string }) {
+  authorize(ctx, "projects:lifecycle");
+  const project = await findProject(ctx, projectSlug);
+  const backup = await findBackup(ctx, project, id);
+  await inOrgTransaction(ctx, async (trx) => {
+    await trx.deleteFrom("backups").where("id", "=", backup.id).execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "backup.deleted",
+      target: { type: "backup", id: backup.id },
+      data: { projectId: project.id, kind: backup.kind },
+    });
+  });
+  // After the row: a job still taking it finds the row gone and drops what it made.
+  await dropSnapshot(ctx.deps, project.id, backup.id);
+}
+
+/**
+ * Makes the project's workspace hold exactly the backup's snapshot (see `rewindWorkspace`). A
+ * snapshot of an older template version is migrated forward first, so the workspace keeps its
+ * schema. Bytes of files the snapshot lists and the workspace no longer has are put back.
+ */
+export async function restoreBackup({
+  ctx,
+  runtime,
+  projectSlug,
+  id,
+}: {
+  ctx: OrgCtx;
+  runtime: WorkspaceRuntime;
+  projectSlug: string;
+  id: string;
+}) {
+  authorize(ctx, "projects:lifecycle");
+  const project = await findProject(ctx, projectSlug);
+  const backup = await findBackup(ctx, project, id);
+  if (backup.status !== "completed") {
+    throw new ConflictError(`backup is ${backup.status}; only a completed backup can be restored`);
+  }
+  assertRestorable(project);
+  const { deps } = ctx;
+  if (compareVersions(backup.template_version, project.template_version) < 0) {
+    await migrateSnapshot(
+      deps,
+      project.id,
+      backup.id,
+      project.template,
+      backup.template_version,
+      project.template_version,
+    );
+    await deps.db
+      .updateTable("backups")
+      .set({ template_version: project.template_version })
+      .where("id", "=", backup.id)
+      .execute();
+  }
+  const restoredTo = backup.completed_at ?? backup.created_at;
+  await rewindWorkspace(
+    runtime,
+    project.id,
+    { restoredTo, source: "backup" },
+    {
+      ...(deps.dialect === "sqlite" ? { attach: snapshotPath(deps, project.id, backup.id) } : {}),
+      async change(trx) {
+        const from = deps.dialect === "sqlite" ? sql`snap.files` : sql.id(snapshotSchema(backup.id), "files");
+        const files = await sql<{ id: string }>`select id from ${from}`.execute(trx);
+        returnFileBytes(
+          deps,
+          project.id,
+          backup.id,
+          files.rows.map((row) => row.id),
+        );
+        await restoreFromSnapshot(trx, deps.dialect, backup.id);
+      },
+    },
+  );
+  const restoredAt = deps.clock.now().toISOString();
+  await recordRestore(ctx, project, { source: "backup", restoredTo, backupId: backup.id }, async (trx) => {
+    await trx.updateTable("backups").set({ restored_at: restoredAt }).where("id", "=", backup.id).execute();
+  });
+  return {
+    backup: toBackup({
+      ...backup,
+      template_version: project.template_version,
+      restored_at: restoredAt,
+    }),
+  };
+}
+
+/**
+ * The `backup.take` job: snapshots the workspace and marks the backup completed, or failed with
+ * its error and a notification to the org's admins. A backup deleted meanwhile leaves nothing.
+ */
+export async function takeBackup(deps: Deps, backupId: string): Promise<void> {
+  const backup = await deps.db.selectFrom("backups").selectAll().where("id", "=", backupId).executeTakeFirst();
+  if (backup?.status !== "pending") return;
+  const project = await deps.db
+    .selectFrom("projects")
+    .innerJoin("orgs", "orgs.id", "projects.org_id")
+    .select([
+      "projects.id",
+      "projects.slug",
+      "projects.status",
+      "projects.deleted_at",
+      "orgs.id as org_id",
+      "orgs.plan_id",
+    ])
+    .where("projects.id", "=", backup.project_id)
+    .executeTakeFirst();
+  let failure: string | null = null;
+  let taken: { sizeBytes: number; templateVersion: string | null } | null = null;
+  if (!project || project.deleted_at !== null || (project.status !== "active" && project.status !== "paused")) {
+    failure = `project is ${project?.deleted_at ? "deleted" : (project?.status ?? "gone")}`;
+  } else {
+    try {
+      taken = await takeSnapshot(deps, backup.project_id, backup.id);
+    } catch (error) {
+      deps.log.error({ err: error, backupId, projectId: backup.project_id }, "taking a backup failed");
+      failure = `the snapshot failed: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  }
+  const now = deps.clock.now();
+  const settled = await deps.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable("backups")
+      .set(
+        failure === null
+          ? {
+              status: "completed",
+              size_bytes: taken?.sizeBytes ?? 0,
+              template_version: taken?.templateVersion ?? backup.template_version,
+              completed_at: now.toISOString(),
+              expires_at:
+                backup.kind === "auto"
+                  ? new Date(now.getTime() + autoBackupDays(deps, project?.plan_id ?? "") * DAY_MS).toISOString()
+                  : null,
+            }
+          : { status: "failed", error: failure, completed_at: now.toISOString() },
+      )
+      .where("id", "=", backup.id)
+      .where("status", "=", "pending")
+      .returningAll()
+      .executeTakeFirst();
+    if (row && failure !== null && project) {
+      await notifyOrgAdmins(trx, deps, {
+        orgId: project.org_id,
+        kind: "backup.failed",
+        title: `A backup of project ${project.slug} failed`,
+        body: failure,
+        data: { projectId: project.id, backupId: backup.id },
+      });
+    }
+    return row;
+  });
+  // Deleted while it was taken: nothing of it stays.
+  if (!settled && taken) await dropSnapshot(deps, backup.project_id, backup.id);
 }

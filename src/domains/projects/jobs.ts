@@ -4,6 +4,7 @@ import { errorMessage } from "../../errors.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
 import { recordSystemAudit } from "../audit/service.ts";
+import { dropProjectSnapshots } from "../backups/snapshot.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import { projectEventPayload } from "./service.ts";
 import { dropWorkspace, migrateWorkspace } from "./workspace-db.ts";
@@ -97,6 +98,12 @@ export function projectJobs(deps: Deps): JobHandlers {
             .execute();
           for (const { id } of due) {
             await dropWorkspace(deps, id);
+            const backups = await deps.db.selectFrom("backups").select("id").where("project_id", "=", id).execute();
+            await dropProjectSnapshots(
+              deps,
+              id,
+              backups.map((backup) => backup.id),
+            );
             await deps.db.transaction().execute(async (trx) => {
               await trx
                 .updateTable("projects")
@@ -105,6 +112,7 @@ export function projectJobs(deps: Deps): JobHandlers {
                 .execute();
               // Its outbox went with it: nothing is left for the sweep to dispatch.
               await trx.deleteFrom("workspace_outbox_hints").where("project_id", "=", id).execute();
+              await trx.deleteFrom("backups").where("project_id", "=", id).execute();
             });
           }
           if (due.length < PURGE_BATCH) return;

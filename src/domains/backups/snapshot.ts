@@ -1,0 +1,287 @@
+import { copyFileSync, existsSync, linkSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { sql } from "kysely";
+import type { Dialect } from "../../db/database.ts";
+import type { Deps } from "../../deps.ts";
+import { makeDirectory } from "../../lib/dirs.ts";
+import { versionsBetween } from "../projects/templates.ts";
+import {
+  openWorkspaceFile,
+  type WorkspaceDb,
+  workspaceFile,
+  workspaceFilesDir,
+  workspaceSchema,
+} from "../projects/workspace-db.ts";
+import { columnsOf, HISTORY_TABLES, tablesPresent } from "./history.ts";
+
+/**
+ * Snapshots of a workspace (DESIGN §9 backups). A snapshot holds the workspace's data tables (the
+ * history tables: collections, items, users, sessions, files) and its `_plinth_meta`, as one
+ * transaction saw them, never the outbox nor the history itself; and the bytes of every file it
+ * lists, as hard links (copies across file systems) beside it, so that deleting the files from
+ * the workspace, or the workspace, leaves the backup whole.
+ *
+ * On SQLite a snapshot is a database file of its own, written by `create table … as select` from
+ * a read transaction on the live workspace with the new file attached: SQLite copies page by page
+ * and never holds the workspace in memory, and writers go on meanwhile (WAL). On PostgreSQL it is
+ * a schema `bk_<id>`, filled the same way in one REPEATABLE READ transaction, on the server.
+ */
+
+const META = "_plinth_meta";
+
+/** Where a backup's snapshot lives. */
+export function backupDir(deps: Deps, projectId: string): string {
+  return path.join(deps.config.dataDir, "backups", projectId);
+}
+
+function snapshotFile(deps: Deps, projectId: string, backupId: string): string {
+  return path.join(backupDir(deps, projectId), `${backupId}.db`);
+}
+
+function snapshotFilesDir(deps: Deps, projectId: string, backupId: string): string {
+  return path.join(backupDir(deps, projectId), `${backupId}.files`);
+}
+
+export function snapshotSchema(backupId: string): string {
+  return `bk_${backupId.toLowerCase().replace(/[^a-z0-9]/g, "_")}`;
+}
+
+const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** The tables a snapshot holds, of those the workspace has: its data, and its template version. */
+async function snapshotTables(db: WorkspaceDb, dialect: Dialect): Promise<string[]> {
+  return [...(await tablesPresent(db, dialect)), META];
+}
+
+/** The key column a snapshot table is looked up by on restore. */
+function keyOf(table: string): string {
+  return HISTORY_TABLES[table] ?? "key";
+}
+
+/**
+ * Takes a consistent snapshot of the project's workspace for `backupId`. Returns its size in
+ * bytes (database and file bytes) and the template version it is at. On failure nothing of it
+ * is left behind.
+ */
+export async function takeSnapshot(
+  deps: Deps,
+  projectId: string,
+  backupId: string,
+): Promise<{ sizeBytes: number; templateVersion: string | null }> {
+  try {
+    const { bytes, files, templateVersion } =
+      deps.dialect === "sqlite"
+        ? await snapshotSqlite(deps, projectId, backupId)
+        : await snapshotPostgres(deps, projectId, backupId);
+    const fileBytes = await holdFileBytes(deps, projectId, backupId, files);
+    return { sizeBytes: bytes + fileBytes, templateVersion };
+  } catch (error) {
+    await dropSnapshot(deps, projectId, backupId);
+    throw error;
+  }
+}
+
+interface Taken {
+  bytes: number;
+  files: string[];
+  templateVersion: string | null;
+}
+
+async function snapshotSqlite(deps: Deps, projectId: string, backupId: string): Promise<Taken> {
+  const file = snapshotFile(deps, projectId, backupId);
+  const part = `${file}.part`;
+  makeDirectory(path.dirname(file));
+  // Made here: the workspace's connection opens files it does not create (a purge may have
+  // removed the workspace), and ATTACH takes its flags. An empty file is an empty database.
+  writeFileSync(part, "");
+  const { db, sqlite } = openWorkspaceFile(workspaceFile(deps, projectId), { create: false });
+  try {
+    sqlite.prepare("attach database ? as snap").run(part);
+    // Its commit is durable (the default, FULL, on a rollback-journal file of its own) before the
+    // file is named: a crash leaves a `.part`, never a torn snapshot.
+    sqlite.pragma("snap.synchronous = full");
+    const tables = await snapshotTables(db, "sqlite");
+    // One transaction: every table as of the same instant. It writes only to `snap`; the
+    // workspace is only read, so its writers are not held up.
+    sqlite.transaction(() => {
+      for (const table of tables) {
+        sqlite.exec(`create table snap.${quote(table)} as select * from main.${quote(table)}`);
+        sqlite.exec(`create unique index snap.${quote(`${table}_key`)} on ${quote(table)} (${quote(keyOf(table))})`);
+      }
+    })();
+    const files = sqlite.prepare("select id from snap.files").pluck().all() as string[];
+    const version = sqlite.prepare(`select value from snap.${META} where key = 'template_version'`).pluck().get() as
+      | string
+      | undefined;
+    sqlite.exec("detach database snap");
+    renameSync(part, file);
+    return { bytes: statSync(file).size, files, templateVersion: version ?? null };
+  } finally {
+    await db.destroy().catch(() => {});
+    if (sqlite.open) sqlite.close();
+    rmSync(part, { force: true });
+  }
+}
+
+async function snapshotPostgres(deps: Deps, projectId: string, backupId: string): Promise<Taken> {
+  const source = workspaceSchema(projectId);
+  const target = snapshotSchema(backupId);
+  return deps.db
+    .transaction()
+    .setIsolationLevel("repeatable read")
+    .execute(async (trx) => {
+      await sql`set local search_path to ${sql.id(source)}`.execute(trx);
+      const tables = await snapshotTables(trx, "postgres");
+      await sql`create schema ${sql.id(target)}`.execute(trx);
+      for (const table of tables) {
+        await sql`create table ${sql.id(target, table)} as table ${sql.id(source, table)}`.execute(trx);
+        await sql`alter table ${sql.id(target, table)} add primary key (${sql.id(keyOf(table))})`.execute(trx);
+      }
+      const files = await sql<{ id: string }>`select id from ${sql.id(target, "files")}`.execute(trx);
+      const version = await sql<{
+        value: string;
+      }>`select value from ${sql.id(target, META)} where key = 'template_version'`.execute(trx);
+      const size = await sql<{ bytes: string | number | null }>`
+        select sum(pg_total_relation_size(c.oid)) as bytes from pg_class c
+        where c.relnamespace = ${target}::regnamespace and c.relkind = 'r'`.execute(trx);
+      return {
+        bytes: Number(size.rows[0]?.bytes ?? 0),
+        files: files.rows.map((row) => row.id),
+        templateVersion: version.rows[0]?.value ?? null,
+      };
+    });
+}
+
+/** Links (or copies) the bytes of `files` beside the snapshot; returns how many bytes they are. */
+async function holdFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): Promise<number> {
+  if (files.length === 0) return 0;
+  const from = workspaceFilesDir(deps, projectId);
+  const to = snapshotFilesDir(deps, projectId, backupId);
+  mkdirSync(to, { recursive: true });
+  let bytes = 0;
+  for (const id of files) {
+    const source = path.join(from, id);
+    const target = path.join(to, id);
+    if (!existsSync(source)) throw new Error(`the bytes of file ${id} are missing from the workspace`);
+    linkOrCopy(source, target);
+    bytes += statSync(target).size;
+  }
+  return bytes;
+}
+
+/**
+ * Synchronous on purpose: a SQLite restore calls it inside its transaction, which must not give
+ * the event loop a turn (see `rewindWorkspace`).
+ */
+function linkOrCopy(source: string, target: string): void {
+  rmSync(target, { force: true });
+  try {
+    linkSync(source, target);
+  } catch {
+    copyFileSync(source, target);
+  }
+}
+
+/** Removes a backup's snapshot and its file bytes; nothing if there are none. */
+export async function dropSnapshot(deps: Deps, projectId: string, backupId: string): Promise<void> {
+  if (deps.dialect === "postgres") {
+    await sql`drop schema if exists ${sql.id(snapshotSchema(backupId))} cascade`.execute(deps.db);
+  } else {
+    const file = snapshotFile(deps, projectId, backupId);
+    for (const suffix of ["", ".part", "-journal"]) rmSync(`${file}${suffix}`, { force: true });
+  }
+  rmSync(snapshotFilesDir(deps, projectId, backupId), { recursive: true, force: true });
+}
+
+/** Removes every snapshot of a project (its purge). */
+export async function dropProjectSnapshots(deps: Deps, projectId: string, backupIds: string[]): Promise<void> {
+  for (const id of backupIds) await dropSnapshot(deps, projectId, id);
+  rmSync(backupDir(deps, projectId), { recursive: true, force: true });
+}
+
+/**
+ * Brings a snapshot taken at an older template version up to `to`, in place and in one
+ * transaction (a failure leaves it as it was), so that a restore never downgrades a workspace.
+ */
+export async function migrateSnapshot(
+  deps: Deps,
+  projectId: string,
+  backupId: string,
+  template: string,
+  from: string,
+  to: string,
+): Promise<void> {
+  const steps = versionsBetween(template, from, to);
+  if (steps.length === 0) return;
+  const finish = async (trx: WorkspaceDb) => {
+    for (const step of steps) await step.migrate(trx, deps.dialect);
+    await trx.updateTable(META).set({ value: to }).where("key", "=", "template_version").execute();
+  };
+  if (deps.dialect === "postgres") {
+    await deps.db.transaction().execute(async (trx) => {
+      await sql`set local search_path to ${sql.id(snapshotSchema(backupId))}`.execute(trx);
+      await finish(trx);
+    });
+    return;
+  }
+  const { db, sqlite } = openWorkspaceFile(snapshotFile(deps, projectId, backupId), { create: false });
+  try {
+    sqlite.pragma("journal_mode = delete");
+    await db.transaction().execute(finish);
+  } finally {
+    await db.destroy().catch(() => {});
+    if (sqlite.open) sqlite.close();
+  }
+}
+
+/** SQLite: the snapshot file a restore attaches. */
+export function snapshotPath(deps: Deps, projectId: string, backupId: string): string {
+  return snapshotFile(deps, projectId, backupId);
+}
+
+/**
+ * In the restore's transaction (on SQLite, a connection with the snapshot attached as `snap`):
+ * makes each data table hold exactly the snapshot's rows. Only rows that differ are deleted and
+ * inserted, so a restore costs what changed since the snapshot, and the history records just
+ * that (a restore is undone by restoring to an instant before it). Returns how many rows changed.
+ */
+export async function restoreFromSnapshot(trx: WorkspaceDb, dialect: Dialect, backupId: string): Promise<number> {
+  const from = dialect === "sqlite" ? sql.raw("snap") : sql.id(snapshotSchema(backupId));
+  let changed = 0;
+  for (const table of await tablesPresent(trx, dialect)) {
+    const key = keyOf(table);
+    const columns = await columnsOf(trx, dialect, table);
+    const same = sql.join(
+      columns.map(
+        (column) =>
+          sql`s.${sql.id(column.name)} ${sql.raw(dialect === "sqlite" ? "is" : "is not distinct from")} t.${sql.id(column.name)}`,
+      ),
+      sql` and `,
+    );
+    const names = sql.join(columns.map((column) => sql.id(column.name)));
+    const removed = await sql`delete from ${sql.id(table)} as t where not exists (
+      select 1 from ${from}.${sql.id(table)} s where s.${sql.id(key)} = t.${sql.id(key)} and ${same})`.execute(trx);
+    changed += Number(removed.numAffectedRows ?? 0);
+    const inserted = await sql`insert into ${sql.id(table)} (${names})
+      select ${sql.join(columns.map((column) => sql`s.${sql.id(column.name)}`))} from ${from}.${sql.id(table)} s
+      where not exists (select 1 from ${sql.id(table)} t where t.${sql.id(key)} = s.${sql.id(key)})`.execute(trx);
+    changed += Number(inserted.numAffectedRows ?? 0);
+  }
+  return changed;
+}
+
+/**
+ * Puts back, in the workspace's files directory, the bytes of the snapshot's files that are no
+ * longer there (deleted since, and swept). Done before the restore commits: a restored row never
+ * lists bytes that are missing.
+ */
+export function returnFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): void {
+  const from = snapshotFilesDir(deps, projectId, backupId);
+  const to = workspaceFilesDir(deps, projectId);
+  for (const id of files) {
+    const target = path.join(to, id);
+    if (existsSync(target)) continue;
+    mkdirSync(to, { recursive: true });
+    linkOrCopy(path.join(from, id), target);
+  }
+}
