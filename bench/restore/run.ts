@@ -6,11 +6,16 @@
  * For each database: a Plinth child process (`dist/`), one project, BENCH_ITEMS items of about a
  * kilobyte created through the workspace API, then BENCH_CHANGES changes (half updates, half
  * deletes); then the time `POST …/restore` takes to bring the workspace back to before the
- * changes, and back again to after them, with the process's peak RSS before and after.
+ * changes, and back again to after them, with the process's peak RSS before and after. Before the
+ * changes, BENCH_FILES small files are uploaded and a backup taken (its time: the job's, from the
+ * request to `completed`); after them, the time `POST …/backups/{id}/restore` takes to bring the
+ * workspace back to that snapshot. During each restore a probe reads `/api/health` in a loop:
+ * its slowest answer is how long the process stopped answering meanwhile.
  *
  * Environment (all optional):
  *   BENCH_ITEMS     items in the workspace          (100000)
  *   BENCH_CHANGES   changes to rewind               (10000)
+ *   BENCH_FILES     small files in the workspace    (1000)
  *   BENCH_ONLY      comma list of sqlite,postgres   (both)
  *   BENCH_PG_URL    PostgreSQL maintenance database (postgres://postgres@127.0.0.1:5432/postgres)
  */
@@ -24,6 +29,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const HOST = "127.0.0.1";
 const ITEMS = envInt("BENCH_ITEMS", 100_000);
 const CHANGES = envInt("BENCH_CHANGES", 10_000);
+const FILES = envInt("BENCH_FILES", 1_000);
 const ONLY = new Set((process.env.BENCH_ONLY ?? "sqlite,postgres").split(",").map((s) => s.trim()));
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const MB = 1024 * 1024;
@@ -46,6 +52,27 @@ async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, con
       while (next < list.length) await work(list[next++] as T);
     }),
   );
+}
+
+/** Runs `work` while a probe reads `/api/health` in a loop; its time, and the probe's slowest answer. */
+async function probed(url: string, work: () => Promise<unknown>): Promise<{ seconds: number; stalledMs: number }> {
+  let probing = true;
+  let stalledMs = 0;
+  const probe = (async () => {
+    while (probing) {
+      const at = performance.now();
+      await fetch(`${url}/api/health`).then((r) => r.arrayBuffer());
+      stalledMs = Math.max(stalledMs, performance.now() - at);
+    }
+  })();
+  const started = performance.now();
+  try {
+    await work();
+  } finally {
+    probing = false;
+    await probe;
+  }
+  return { seconds: (performance.now() - started) / 1000, stalledMs };
 }
 
 async function runOn(database: "sqlite" | "postgres"): Promise<void> {
@@ -110,6 +137,36 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       },
     );
     console.log(`  ${ITEMS} items created in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    started = performance.now();
+    await inParallel(
+      Array.from({ length: FILES }, (_, n) => n),
+      async (n) => {
+        const response = await fetch(`${ws}/files?name=f${n}.txt`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${adminToken}`, "content-type": "text/plain" },
+          body: `file ${n} `.repeat(100),
+        });
+        if (response.status !== 201) throw new Error(`upload: ${response.status} ${await response.text()}`);
+      },
+      8,
+    );
+    console.log(`  ${FILES} files uploaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    const backupsPath = `${url}/api/org/${org.slug}/projects/${project.slug}/backups`;
+    const peakBeforeBackup = memoryOf(child.pid).hwm;
+    started = performance.now();
+    const { backup } = await json(backupsPath, { method: "POST", cookie, body: "{}" });
+    for (;;) {
+      const read = await json(`${backupsPath}/${backup.id}`, { cookie });
+      if (read.backup.status === "failed") throw new Error(`backup failed: ${read.backup.error}`);
+      if (read.backup.status === "completed") {
+        console.log(
+          `  backup: ${((performance.now() - started) / 1000).toFixed(2)} s, ${(read.backup.sizeBytes / MB).toFixed(0)} MB; ` +
+            `peak RSS ${(peakBeforeBackup / MB).toFixed(0)} MB before, ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB after`,
+        );
+        break;
+      }
+      await sleep(20);
+    }
     await sleep(50);
     const beforeChanges = Date.now();
     await sleep(50);
@@ -132,13 +189,23 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       ["back over the changes", beforeChanges],
       ["forward again (undo)", afterChanges],
     ] as const) {
-      started = performance.now();
-      await json(restorePath, { method: "POST", cookie, body: JSON.stringify({ timestamp }) });
-      console.log(`  restore ${label}: ${((performance.now() - started) / 1000).toFixed(2)} s (target ≤ 2 s)`);
+      const { seconds, stalledMs } = await probed(url, () =>
+        json(restorePath, { method: "POST", cookie, body: JSON.stringify({ timestamp }) }),
+      );
+      console.log(
+        `  PITR ${label}: ${seconds.toFixed(2)} s (target ≤ 2 s); slowest health answer meanwhile ${stalledMs.toFixed(0)} ms`,
+      );
     }
     const peakAfter = memoryOf(child.pid).hwm;
     console.log(
       `  peak RSS ${(peakBefore / MB).toFixed(0)} MB before the restores, ${(peakAfter / MB).toFixed(0)} MB after`,
+    );
+    const { seconds, stalledMs } = await probed(url, () =>
+      json(`${backupsPath}/${backup.id}/restore`, { method: "POST", cookie }),
+    );
+    console.log(
+      `  backup restore over the ${CHANGES} changes: ${seconds.toFixed(2)} s (target ≤ 5 s); slowest health answer meanwhile ${stalledMs.toFixed(0)} ms; ` +
+        `peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`,
     );
   } finally {
     await child.stop();
