@@ -12,6 +12,7 @@ import { idempotencyKeys } from "./migrations/0009-idempotency-keys.ts";
 import { attemptUrls } from "./migrations/0010-attempt-urls.ts";
 import { projectsByOrg } from "./migrations/0011-projects-by-org.ts";
 import { historySince } from "./migrations/0012-history-since.ts";
+import { branches } from "./migrations/0014-branches.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -28,6 +29,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0010-attempt-urls": attemptUrls(),
     "0011-projects-by-org": projectsByOrg(),
     "0012-history-since": historySince(),
+    "0014-branches": branches(),
   };
 }
 
