@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { onWorkspace } from "../src/domains/projects/workspace-db.ts";
 import {
   addMember,
   type CallResult,
@@ -18,6 +19,7 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  until,
 } from "./harness.ts";
 
 type Item = { id: string; n: number; createdAt: string; updatedAt: string };
@@ -153,10 +155,34 @@ describe("branches", () => {
     expect(await download(project.id, project.adminToken, branchFile)).toBe(404);
     expect(await download(branch.id, branch.adminToken, branchFile)).toBe("branch only");
 
-    // The branch's events reach no receiver; the parent's write reached its hook.
+    // The branch records its own history, and its outbox is dispatched: its audit rows reach the
+    // org's log, and its events a hook of its own only.
+    const { deps } = app.server;
+    const history = await onWorkspace(deps, branch.id, (db) => db.selectFrom("_history").select("tbl").execute());
+    expect(history.map((row) => row.tbl)).toEqual(expect.arrayContaining(["items", "files"]));
+    expect((await ws(branch.id, branch.adminToken, "POST", "/collections", { slug: "branch-only" })).status).toBe(201);
+    await until("the branch's audit row", async () => {
+      const audit = await call(app, "GET", `/org/${slug}/audit?action=workspace_collection.created`, asOwner());
+      return audit.body.events.some((event: { data: { projectId: string } }) => event.data.projectId === branch.id);
+    });
+    const own = await ws(branch.id, branch.adminToken, "POST", "/webhooks", {
+      name: "staging",
+      url: `${receiver.url}/branch`,
+      events: ["items:*"],
+    });
+    expect(own.status, JSON.stringify(own.body)).toBe(201);
+    expect((await parent("GET", "/webhooks")).body.webhooks).toHaveLength(1);
+    expect((await ws(branch.id, branch.adminToken, "POST", "/items/things", { n: 101 })).status).toBe(201);
+    await receiver.waitFor("the branch's own hook", (r) => r.path === "/branch" && r.body.includes('"n":101'));
+    await until("the branch's outbox to empty", async () => {
+      const events = await onWorkspace(deps, branch.id, (db) => db.selectFrom("events").select("id").execute());
+      return events.length === 0;
+    });
+
+    // The branch's events reach no production receiver; the parent's write reached its hook.
     await receiver.waitFor("the parent's item event", (r) => r.path === "/ws" && r.body.includes('"n":200'));
     await sleep(200);
-    expect(receiver.at("/ws").filter((r) => r.body.includes('"n":100'))).toEqual([]);
+    expect(receiver.at("/ws").filter((r) => r.body.includes('"n":10'))).toEqual([]);
 
     const listed = await call(app, "GET", branchesOf(), asOwner());
     expect(listed.status).toBe(200);

@@ -302,6 +302,13 @@ export async function deleteBranch({
     const deleted = await trx.deleteFrom("branches").where("id", "=", branch.id).executeTakeFirst();
     if (Number(deleted.numDeletedRows) === 0) throw new NotFoundError("branch not found");
     await trx.deleteFrom("workspace_outbox_hints").where("project_id", "=", branch.id).execute();
+    // Hooks its admin added to the branch (it starts with none) go with it.
+    await trx
+      .updateTable("webhooks")
+      .set({ deleted_at: ctx.deps.clock.now().toISOString(), active: 0 })
+      .where("project_id", "=", branch.id)
+      .where("deleted_at", "is", null)
+      .execute();
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
       action: "branch.deleted",
