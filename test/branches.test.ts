@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DAY_MS } from "../src/clock.ts";
+import { pruneBranchHistory } from "../src/domains/branches/jobs.ts";
 import { onWorkspace } from "../src/domains/projects/workspace-db.ts";
+import { localStore } from "../src/domains/workspace/store.ts";
 import {
   addMember,
   type CallResult,
@@ -347,6 +350,23 @@ describe("branches", () => {
     expectError(await ws(first.id, first.adminToken, "GET", "/collections"), 404, "NOT_FOUND");
     expectError(await call(app, "GET", branchesOf(other.slug), asOwner()), 404, "NOT_FOUND");
   }, 60_000);
+
+  it("prunes a branch's history past the restore window", async () => {
+    const branch = expectCreated(await createBranch({ name: "pruned" }));
+    expect((await ws(branch.id, branch.adminToken, "POST", "/items/things", { n: 600 })).status).toBe(201);
+    const { deps } = app.server;
+    const records = () => onWorkspace(deps, branch.id, (db) => db.selectFrom("_history").select("seq").execute());
+    const store = localStore(app.server.workspaces, deps.dialect);
+    await pruneBranchHistory(deps, store);
+    expect((await records()).length).toBeGreaterThan(0);
+    app.clock.advance(2 * DAY_MS);
+    try {
+      await pruneBranchHistory(deps, store);
+    } finally {
+      app.clock.advance(-2 * DAY_MS);
+    }
+    expect(await records()).toEqual([]);
+  });
 
   it("is in the OpenAPI document", async () => {
     const doc = (await call(app, "GET", "/openapi.json")).body;
