@@ -11,6 +11,7 @@ import { accountRoutes } from "./domains/account/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
 import { backupRoutes } from "./domains/backups/routes.ts";
+import { branchRoutes } from "./domains/branches/routes.ts";
 import { exportRoutes } from "./domains/exports/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
@@ -160,7 +161,8 @@ export function createApp({
     .route("/", integrationRoutes(deps))
     .route("/", notificationRoutes(deps))
     .route("/", planRoutes(deps))
-    .route("/", backupRoutes(deps, workspace));
+    .route("/", backupRoutes(deps, workspace))
+    .route("/", branchRoutes(deps, workspace.pool));
 
   documentOrgEvents(api);
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {

@@ -75,11 +75,15 @@ export async function startApp(
       if (POSTGRES_URL && schema) {
         const client = new pg.Client({ connectionString: POSTGRES_URL });
         await client.connect();
-        // Project workspaces live in schemas of their own (ws_<project id>) beside the app's.
-        const projects = await client
-          .query<{ id: string }>(`select id from ${schema}.projects`)
-          .catch(() => ({ rows: [] as { id: string }[] }));
-        for (const { id } of projects.rows) await client.query(`drop schema if exists ${workspaceSchema(id)} cascade`);
+        // Project (and branch) workspaces live in schemas of their own (ws_<id>) beside the app's.
+        for (const table of ["projects", "branches"]) {
+          const workspaces = await client
+            .query<{ id: string }>(`select id from ${schema}.${table}`)
+            .catch(() => ({ rows: [] as { id: string }[] }));
+          for (const { id } of workspaces.rows) {
+            await client.query(`drop schema if exists ${workspaceSchema(id)} cascade`);
+          }
+        }
         // Backups' snapshots too (bk_<backup id>).
         const backups = await client
           .query<{ id: string }>(`select id from ${schema}.backups`)

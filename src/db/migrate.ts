@@ -13,6 +13,7 @@ import { attemptUrls } from "./migrations/0010-attempt-urls.ts";
 import { projectsByOrg } from "./migrations/0011-projects-by-org.ts";
 import { historySince } from "./migrations/0012-history-since.ts";
 import { backups } from "./migrations/0013-backups.ts";
+import { branches } from "./migrations/0014-branches.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -30,6 +31,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0011-projects-by-org": projectsByOrg(),
     "0012-history-since": historySince(),
     "0013-backups": backups(),
+    "0014-branches": branches(),
   };
 }
 

@@ -151,6 +151,21 @@ export interface ProjectsTable {
   history_since: string | null;
 }
 
+export interface BranchesTable {
+  id: string;
+  project_id: string;
+  name: string;
+  pr_number: number | null;
+  /** creating | active | failed */
+  status: string;
+  admin_token_hash: string;
+  /** The instant of the parent's data the branch was copied from (ISO-8601). */
+  source_timestamp: string;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface DeploysTable {
   id: string;
   project_id: string;
@@ -294,6 +309,7 @@ export interface Database {
   job_schedules: JobSchedulesTable;
   projects: ProjectsTable;
   deploys: DeploysTable;
+  branches: BranchesTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;

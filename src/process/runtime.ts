@@ -4,6 +4,7 @@ import { type DatabaseHandle, openDatabase } from "../db/database.ts";
 import { migrateToLatest } from "../db/migrate.ts";
 import type { Deps } from "../deps.ts";
 import { historyJobs, historySchedule } from "../domains/backups/jobs.ts";
+import { branchJobs, branchSchedule } from "../domains/branches/jobs.ts";
 import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
@@ -78,6 +79,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
       ...dispatchJobs(dispatcher),
       ...fileJobs(deps, store),
       ...historyJobs(deps, store),
+      ...branchJobs(deps, store),
       ...exportJobs(deps),
     },
     {
@@ -90,6 +92,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
         ...dispatchSchedule,
         ...fileSchedule,
         ...historySchedule,
+        ...branchSchedule,
         ...exportSchedule,
       ],
     },

@@ -39,7 +39,7 @@ function assertRestorable(project: ProjectRow, what = "restored"): void {
  * window, the start of the project's history, its last template upgrade) to now. None before the
  * workspace records its history.
  */
-async function windowOf(ctx: OrgCtx, project: ProjectRow): Promise<{ earliest: Date; latest: Date }> {
+export async function windowOf(ctx: OrgCtx, project: ProjectRow): Promise<{ earliest: Date; latest: Date }> {
   const now = ctx.deps.clock.now();
   const days = planOf(ctx.deps.config, ctx.org.plan_id).limits.restoreWindowDays;
   const upgraded = await ctx.deps.db
@@ -62,7 +62,7 @@ export async function getRestoreWindow({ ctx, projectSlug }: { ctx: OrgCtx; proj
 }
 
 /** Unix ms, or seconds when below 10^11 (a date in 1973 as ms). */
-function instantOf(timestamp: number): number {
+export function instantOf(timestamp: number): number {
   return timestamp < 1e11 ? timestamp * 1000 : timestamp;
 }
 

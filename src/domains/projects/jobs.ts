@@ -84,7 +84,7 @@ export function projectJobs(deps: Deps): JobHandlers {
         });
       },
     },
-    /** Drops the workspaces of projects deleted more than PROJECT_PURGE_DAYS ago; their rows stay. */
+    /** Drops the workspaces (and branches) of projects deleted more than PROJECT_PURGE_DAYS ago; their rows stay. */
     "projects.purge": {
       async handle() {
         for (;;) {
@@ -97,7 +97,9 @@ export function projectJobs(deps: Deps): JobHandlers {
             .limit(PURGE_BATCH)
             .execute();
           for (const { id } of due) {
-            await dropWorkspace(deps, id);
+            const branches = await deps.db.selectFrom("branches").select("id").where("project_id", "=", id).execute();
+            const ids = [id, ...branches.map((branch) => branch.id)];
+            for (const workspaceId of ids) await dropWorkspace(deps, workspaceId);
             const backups = await deps.db.selectFrom("backups").select("id").where("project_id", "=", id).execute();
             await dropProjectSnapshots(
               deps,
@@ -110,9 +112,10 @@ export function projectJobs(deps: Deps): JobHandlers {
                 .set({ purged_at: deps.clock.now().toISOString() })
                 .where("id", "=", id)
                 .execute();
-              // Its outbox went with it: nothing is left for the sweep to dispatch.
-              await trx.deleteFrom("workspace_outbox_hints").where("project_id", "=", id).execute();
+              await trx.deleteFrom("branches").where("project_id", "=", id).execute();
               await trx.deleteFrom("backups").where("project_id", "=", id).execute();
+              // Their outboxes went with them: nothing is left for the sweep to dispatch.
+              await trx.deleteFrom("workspace_outbox_hints").where("project_id", "in", ids).execute();
             });
           }
           if (due.length < PURGE_BATCH) return;

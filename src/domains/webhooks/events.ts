@@ -17,6 +17,8 @@ export const ORG_EVENT_KINDS = [
   "project.paused",
   "project.resumed",
   "project.restored",
+  "branch.created",
+  "branch.deleted",
   "alarm.fired",
   "member.invited",
   "billing.plan_change",

@@ -66,6 +66,19 @@ const findLiveProject = preparedRead<WorkspaceProject>("plinth_live_project", (d
 );
 
 /**
+ * A branch's workspace as a workspace project (DESIGN §9): the branch's id, status and admin
+ * token, its project's org. Gone with its project.
+ */
+const findLiveBranch = preparedRead<WorkspaceProject>("plinth_live_branch", (db) =>
+  db
+    .selectFrom("branches")
+    .innerJoin("projects", "projects.id", "branches.project_id")
+    .select(["branches.id", "projects.org_id", "branches.status", "branches.admin_token_hash"])
+    .where("branches.id", "=", "?")
+    .where("projects.deleted_at", "is", null),
+);
+
+/**
  * Workspace requests for one project that arrive in the same turn of the event loop share one
  * read of it on PostgreSQL, sent after all of them have arrived, so each still sees every commit
  * that finished before it was asked (a pause, say). Under load that is one round trip for many
@@ -118,7 +131,11 @@ export async function visitWorkspace<E extends AppEnv>(
   const issue = textIssue(projectId);
   if (issue) throw new ValidationError([{ path: "projectId", message: issue }]);
   // Nothing is looked up (or cached) for an id that cannot be one.
-  const project = isIdOf("prj", projectId) ? await readLiveProject(runtime.deps, projectId) : undefined;
+  const project = isIdOf("prj", projectId)
+    ? await readLiveProject(runtime.deps, projectId)
+    : isIdOf("brn", projectId)
+      ? await findLiveBranch(runtime.deps, projectId)
+      : undefined;
   if (!project) throw new NotFoundError("project not found");
   // None before provisioning has made it; a user token then matches nothing.
   const lease =

@@ -5,7 +5,7 @@ import { insertRows } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
-import { derivedId, newId } from "../../lib/ids.ts";
+import { derivedId, isIdOf, newId } from "../../lib/ids.ts";
 import { fromJsonColumn } from "../../lib/json.ts";
 import { deliveryJob, deliveryRow } from "../webhooks/events.ts";
 import { AUDIT_CHANNEL, auditRows } from "./audit.ts";
@@ -166,11 +166,17 @@ export class WorkspaceDispatcher {
 
   private async deliver(projectId: string, events: OutboxEvent[]): Promise<void> {
     const { deps } = this;
-    const project = await deps.db
-      .selectFrom("projects")
-      .select(["org_id"])
-      .where("id", "=", projectId)
-      .executeTakeFirst();
+    const project =
+      (await deps.db.selectFrom("projects").select(["org_id"]).where("id", "=", projectId).executeTakeFirst()) ??
+      // A branch's workspace: no hooks, but its changes' audit rows go to its project's org.
+      (isIdOf("brn", projectId)
+        ? await deps.db
+            .selectFrom("branches")
+            .innerJoin("projects", "projects.id", "branches.project_id")
+            .select("projects.org_id")
+            .where("branches.id", "=", projectId)
+            .executeTakeFirst()
+        : undefined);
     if (!project) return;
     const audits = events.filter((event) => event.channel === AUDIT_CHANNEL);
     const hooks = await deps.db

@@ -33,6 +33,8 @@ interface Slot {
   releasedAt: number;
   /** Forgotten while in use (its project was deleted or purged): closed once the last hold ends. */
   retired: boolean;
+  /** Called once its connection is closed. */
+  onClose?: () => void;
 }
 
 /**
@@ -55,6 +57,8 @@ export class WorkspacePool {
   private readonly slots = new Map<string, Slot>();
   /** Forgotten slots still held, and so still open: they count against the bound until closed. */
   private retiredOpen = 0;
+  /** Workspaces being replaced or removed (`exclusive`): nobody may open them meanwhile. */
+  private readonly barred = new Map<string, Promise<void>>();
   /** Callers waiting for a slot, first come first served. */
   private readonly waiting: Array<() => void> = [];
   private readonly sweeper: NodeJS.Timeout;
@@ -123,6 +127,30 @@ export class WorkspacePool {
     this.retiredOpen++;
   }
 
+  /**
+   * Runs `work` (replacing or removing the workspace's database) once this process has no
+   * connection to it left: the open one is forgotten and closed when its last hold ends, and
+   * callers that would open it meanwhile wait for `work` to end. The caller must not hold it.
+   */
+  async exclusive<T>(projectId: string, work: () => Promise<T>): Promise<T> {
+    for (let turn = this.barred.get(projectId); turn; turn = this.barred.get(projectId)) await turn;
+    let done = () => {};
+    this.barred.set(projectId, new Promise<void>((resolve) => (done = resolve)));
+    try {
+      const slot = this.slots.get(projectId);
+      if (slot) {
+        const closed = new Promise<void>((resolve) => (slot.onClose = resolve));
+        this.forget(projectId);
+        await closed;
+      }
+      return await work();
+    } finally {
+      this.barred.delete(projectId);
+      done();
+      for (const wake of this.waiting.splice(0)) wake();
+    }
+  }
+
   /** Closes the workspaces nobody has held since `before` (ms, `performance.now()`). */
   closeIdle(before: number): void {
     for (const slot of [...this.slots.values()]) {
@@ -148,6 +176,7 @@ export class WorkspacePool {
   /** The project's slot, held once more; null when it has no workspace; "full" when no slot is free. */
   private take(projectId: string): Slot | null | "full" {
     if (this.closed) throw new UnavailableError("the service is shutting down");
+    if (this.barred.has(projectId)) return "full";
     const open = this.slots.get(projectId);
     if (open) {
       // Map order is insertion order: re-inserting marks it most recently used.
@@ -239,6 +268,7 @@ export class WorkspacePool {
 
   /** Closes a slot's SQLite connection now (its descriptors go with it); a PostgreSQL handle holds nothing. */
   private close(slot: Slot): void {
+    slot.onClose?.();
     if (!slot.sqlite) return;
     if (slot.sqlite.open) slot.sqlite.close();
     // Kysely's driver has nothing left to close; this only settles its own state.

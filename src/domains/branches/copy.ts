@@ -1,0 +1,147 @@
+import { randomBytes } from "node:crypto";
+import { copyFile, link, mkdir, readdir, rename, rm } from "node:fs/promises";
+import { sql } from "kysely";
+import type { Deps } from "../../deps.ts";
+import { installHistory, restoreToInstant } from "../backups/history.ts";
+import {
+  dropWorkspace,
+  openWorkspaceFile,
+  type WorkspaceDb,
+  workspaceFile,
+  workspaceFilesDir,
+  workspaceSchema,
+} from "../projects/workspace-db.ts";
+import type { WorkspacePool } from "../workspace/pool.ts";
+
+/** Tables whose rows a copy leaves behind: the outbox (the parent's events are the parent's) and the history. */
+const NOT_COPIED = new Set(["events", "_history"]);
+
+/**
+ * Makes `targetId`'s workspace a copy of `sourceId`'s, as of `instant` (ISO-8601; null: now),
+ * replacing whatever `targetId` had: its data (every table but the outbox), its history started
+ * afresh, and its files' bytes (hard links to the source's, copies where linking fails). The
+ * copy is built aside and put in place while this process holds no connection to the target
+ * (`WorkspacePool.exclusive`); a failure leaves the target as it was and nothing half-made.
+ */
+export async function copyWorkspace(
+  deps: Deps,
+  pool: WorkspacePool,
+  { sourceId, targetId, instant }: { sourceId: string; targetId: string; instant: string | null },
+): Promise<void> {
+  const staging = `.staging-${randomBytes(6).toString("hex")}`;
+  const files = workspaceFilesDir(deps, targetId);
+  const stagedFiles = `${files}${staging}`;
+  const stagedFile = `${workspaceFile(deps, targetId)}${staging}`;
+  try {
+    if (deps.dialect === "sqlite") await stageSqliteCopy(deps, sourceId, stagedFile, instant);
+    // After the data: every file a copied row names has its bytes by then (they are written
+    // before the row commits, and kept while the history holds the row).
+    await linkFiles(workspaceFilesDir(deps, sourceId), stagedFiles);
+    await pool.exclusive(targetId, async () => {
+      if (deps.dialect === "sqlite") {
+        const file = workspaceFile(deps, targetId);
+        for (const suffix of ["-wal", "-shm"]) await rm(`${file}${suffix}`, { force: true });
+        await rename(stagedFile, file);
+      } else {
+        await copySchema(deps, sourceId, targetId, instant);
+      }
+      await rm(files, { recursive: true, force: true });
+      await rename(stagedFiles, files);
+    });
+  } finally {
+    await rm(stagedFile, { force: true });
+    await rm(stagedFiles, { recursive: true, force: true });
+  }
+}
+
+/** Hard-links every finished file of `from` into `to` (created), copying where linking fails. */
+async function linkFiles(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true });
+  const names = await readdir(from).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return [] as string[];
+    throw error;
+  });
+  for (const name of names) {
+    if (name.endsWith(".part")) continue;
+    await link(`${from}/${name}`, `${to}/${name}`).catch(() => copyFile(`${from}/${name}`, `${to}/${name}`));
+  }
+}
+
+/**
+ * SQLite: a consistent copy of the source file by `VACUUM INTO` on a connection of its own
+ * (page by page, never the whole workspace in memory), then, on the copy, its data taken back
+ * to `instant` from the copied history, the history and the outbox emptied, and the copy left
+ * as one file (no `-wal`) ready to be renamed into place.
+ */
+async function stageSqliteCopy(deps: Deps, sourceId: string, staged: string, instant: string | null) {
+  const source = openWorkspaceFile(workspaceFile(deps, sourceId), { create: false });
+  try {
+    source.sqlite.prepare("vacuum into ?").run(staged);
+  } finally {
+    await source.db.destroy().catch(() => {});
+    if (source.sqlite.open) source.sqlite.close();
+  }
+  const { db, sqlite } = openWorkspaceFile(staged, { create: false });
+  try {
+    await db.transaction().execute(async (trx) => {
+      // A source made before history existed has none yet; the copy has it from the start.
+      await installHistory(trx, "sqlite");
+      await startAfresh(trx, "sqlite", instant);
+    });
+    sqlite.pragma("journal_mode = delete");
+  } finally {
+    await db.destroy().catch(() => {});
+    if (sqlite.open) sqlite.close();
+  }
+}
+
+/** Takes the data back to `instant` (when given), then empties the history and the outbox. */
+async function startAfresh(trx: WorkspaceDb, dialect: "sqlite" | "postgres", instant: string | null) {
+  if (instant !== null) await restoreToInstant(trx, dialect, instant);
+  await trx.deleteFrom("_history").execute();
+  await trx.deleteFrom("events").execute();
+}
+
+/**
+ * PostgreSQL: the target's schema made anew (the old one dropped) in one REPEATABLE READ
+ * transaction, so every table is copied from one snapshot of the source and readers of the
+ * target see it before or after, never between. The tables are created like the source's
+ * (indexes and defaults included) and filled before the history's triggers exist; then the
+ * history is installed, given the source's records after `instant`, and the data taken back.
+ */
+async function copySchema(deps: Deps, sourceId: string, targetId: string, instant: string | null) {
+  const source = workspaceSchema(sourceId);
+  const target = workspaceSchema(targetId);
+  await deps.db
+    .transaction()
+    .setIsolationLevel("repeatable read")
+    .execute(async (trx) => {
+      await sql`drop schema if exists ${sql.id(target)} cascade`.execute(trx);
+      await sql`create schema ${sql.id(target)}`.execute(trx);
+      await sql`set local search_path to ${sql.id(target)}`.execute(trx);
+      const { rows } = await sql<{ name: string }>`
+        select relname as name from pg_class where relnamespace = to_regnamespace(${source}) and relkind = 'r'
+        order by relname`.execute(trx);
+      if (rows.length === 0) throw new Error("the source workspace has no tables");
+      for (const { name } of rows) {
+        if (name === "_history") continue;
+        await sql`create table ${sql.id(target, name)} (like ${sql.id(source, name)} including all)`.execute(trx);
+        if (!NOT_COPIED.has(name)) {
+          await sql`insert into ${sql.id(target, name)} select * from ${sql.id(source, name)}`.execute(trx);
+        }
+      }
+      await installHistory(trx as WorkspaceDb, "postgres");
+      if (instant !== null && rows.some((row) => row.name === "_history")) {
+        await sql`insert into _history (at, tbl, key, before)
+          select at, tbl, key, before from ${sql.id(source, "_history")} where at > ${instant} order by seq`.execute(
+          trx,
+        );
+      }
+      await startAfresh(trx as WorkspaceDb, "postgres", instant);
+    });
+}
+
+/** Removes a copy's workspace: database and files, with no connection of this process left on it. */
+export async function dropCopy(deps: Deps, pool: WorkspacePool, targetId: string): Promise<void> {
+  await pool.exclusive(targetId, () => dropWorkspace(deps, targetId));
+}
