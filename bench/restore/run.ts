@@ -10,7 +10,8 @@
  * changes, BENCH_FILES small files are uploaded and a backup taken (its time: the job's, from the
  * request to `completed`); after them, the time `POST …/backups/{id}/restore` takes to bring the
  * workspace back to that snapshot. During each restore a probe reads `/api/health` in a loop:
- * its slowest answer is how long the process stopped answering meanwhile.
+ * its slowest answer is how long the process stopped answering meanwhile. Last, the time a branch
+ * takes to be made, from now and from the instant before the changes.
  *
  * Environment (all optional):
  *   BENCH_ITEMS     items in the workspace          (100000)
@@ -207,6 +208,24 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       `  backup restore over the ${CHANGES} changes: ${seconds.toFixed(2)} s (target ≤ 5 s); slowest health answer meanwhile ${stalledMs.toFixed(0)} ms; ` +
         `peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`,
     );
+    const branchesPath = `${url}/api/org/${org.slug}/projects/${project.slug}/branches`;
+    for (const [label, extra] of [
+      ["now", {}],
+      ["an instant before the changes", { at: beforeChanges }],
+    ] as const) {
+      const made = await probed(url, async () => {
+        const { branch } = await json(branchesPath, {
+          method: "POST",
+          cookie,
+          body: JSON.stringify({ name: `bench-${label.length}`, ...extra }),
+        });
+        if (branch.status !== "active") throw new Error(`branch ${branch.status}: ${branch.error}`);
+      });
+      console.log(
+        `  branch from ${label}: ${made.seconds.toFixed(2)} s; slowest health answer meanwhile ${made.stalledMs.toFixed(0)} ms; ` +
+          `peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`,
+      );
+    }
   } finally {
     await child.stop();
     await created?.drop();
