@@ -463,7 +463,20 @@ describe("backups", () => {
     // Deleted: gone.
     expect((await call(app, "DELETE", `/org/${slug}/projects/${p.slug}`, { cookie: owner.cookie })).status).toBe(200);
     expectError(await call(app, "GET", backups(p), { cookie: owner.cookie }), 404);
-    expectError(await call(app, "POST", `${backups(p)}/${backup.id}/restore`, { cookie: owner.cookie }), 404);
+    // A deleted project is still there (until its purge) but cannot be restored: 409, not 404.
+    expectError(
+      await call(app, "POST", `${backups(p)}/${backup.id}/restore`, { cookie: owner.cookie }),
+      409,
+      "CONFLICT",
+    );
+    expectError(
+      await call(app, "POST", `/org/${slug}/projects/${p.slug}/restore`, {
+        cookie: owner.cookie,
+        body: { timestamp: Date.now() - 1_000 },
+      }),
+      409,
+      "CONFLICT",
+    );
   });
 
   it("is for developers and deploy keys; viewers read, read-only keys and other orgs are refused", async () => {

@@ -486,7 +486,6 @@ describe("crash safety: a process killed during a restore", () => {
     }).catch(() => "killed");
     if (DATABASE_URL) {
       // The restore is held in the middle: its first delete waits to record itself in the history.
-      // Reads go on meanwhile, and see the workspace as it was.
       await until("the restore to wait on the held lock", async () => {
         // Its first change waits to be recorded (pg_stat_activity's text lags behind the
         // statement a trigger runs, so the lock table says it).
@@ -495,15 +494,27 @@ describe("crash safety: a process killed during a restore", () => {
         );
         return waiting.length > 0 || undefined;
       });
-      const read = await workspace(first.url, "GET", "/items/things?limit=1");
-      expect(read.status).toBe(200);
     } else {
-      // SQLite: the restore holds the process while it runs; once it stops answering, it is in it.
-      await until("the restore to be under way", async () => {
-        const probe = await fetch(`${first.url}/api/health`, { signal: AbortSignal.timeout(150) }).catch(() => null);
-        return probe === null || undefined;
+      // SQLite: the restore, on a thread of its own, holds the workspace's write lock while it
+      // changes the rows: a writer that may not wait is refused meanwhile.
+      const file = path.join(store.env.DATA_DIR as string, "workspaces", `${project.id}.db`);
+      await until("the restore to hold the write lock", () => {
+        const db = new Database(file);
+        try {
+          db.pragma("busy_timeout = 0");
+          db.exec("begin immediate");
+          db.exec("rollback");
+          return undefined;
+        } catch {
+          return true;
+        } finally {
+          db.close();
+        }
       });
     }
+    // Reads go on meanwhile, and see the workspace as it was.
+    const read = await workspace(first.url, "GET", "/items/things?limit=1");
+    expect(read.status).toBe(200);
     first.child.kill("SIGKILL");
     await first.exited;
     expect(await restoring).toBe("killed");

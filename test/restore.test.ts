@@ -262,7 +262,7 @@ describe("point-in-time restore from continuous history", () => {
     expect(window.status).toBe(200);
   });
 
-  it("refuses a paused project's neighbours in other states: 409 while provisioning, 404 once deleted", async () => {
+  it("refuses a paused project's neighbours in other states: 409 while provisioning and once deleted", async () => {
     const other = await call(app, "POST", `/org/${slug}/projects`, { cookie: owner.cookie, body: { name: "Fresh" } });
     expect(other.status).toBe(201);
     const path = `/org/${slug}/projects/${other.body.project.slug}`;
@@ -280,10 +280,12 @@ describe("point-in-time restore from continuous history", () => {
         .status,
     ).toBe(200);
     expect((await call(app, "DELETE", path, { cookie: owner.cookie })).status).toBe(200);
+    // Deleted, it is still there until its purge, but cannot be restored.
     expectError(
       await call(app, "POST", `${path}/restore`, { cookie: owner.cookie, body: { timestamp: Date.now() } }),
-      404,
-      "NOT_FOUND",
+      409,
+      "CONFLICT",
     );
+    expectError(await call(app, "GET", `${path}/restore-window`, { cookie: owner.cookie }), 404, "NOT_FOUND");
   });
 });

@@ -4,6 +4,7 @@ import type { Config } from "../config.ts";
 import type { Deps } from "../deps.ts";
 import type { WorkspaceStore } from "../domains/workspace/store.ts";
 import { errorMessage } from "../errors.ts";
+import { sibling, threadUrl } from "../lib/threads.ts";
 
 /** A call of the server's WorkspaceStore made by its worker thread: a method and its arguments. */
 export type StoreCall = {
@@ -26,20 +27,6 @@ export interface ThreadData {
 
 /** A thread that died unasked is started again after this long. */
 const RESTART_DELAY_MS = 1_000;
-
-const fromSources = import.meta.url.endsWith(".ts");
-const entry = new URL(fromSources ? "./worker-thread-entry.ts" : "./worker-thread-entry.js", import.meta.url);
-
-/**
- * Run from sources (tests, `npm run dev`), the thread needs tsx's loader registered in it first:
- * Node 20 does not carry a parent's `--import tsx` into worker threads.
- */
-function threadUrl(): URL {
-  if (!fromSources) return entry;
-  const api = import.meta.resolve("tsx/esm/api");
-  const boot = `const m = await import(${JSON.stringify(api)}); (m.register ?? m.default.register)(); await import(${JSON.stringify(entry.href)});`;
-  return new URL(`data:text/javascript,${encodeURIComponent(boot)}`);
-}
 
 /**
  * The server's job worker, run on a thread of its own with its own database connection, so jobs
@@ -153,7 +140,10 @@ export class WorkerThread {
   private spawn(): Promise<void> {
     const data: ThreadData = { config: this.deps.config };
     // Sources (tests, `npm run dev`) need the TypeScript loader in the thread too.
-    const thread = new Thread(threadUrl(), { workerData: data, name: "plinth-worker" });
+    const thread = new Thread(threadUrl(sibling(import.meta.url, "worker-thread-entry")), {
+      workerData: data,
+      name: "plinth-worker",
+    });
     this.thread = thread;
     return new Promise<void>((resolve, reject) => {
       let ready = false;

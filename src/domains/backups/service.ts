@@ -12,16 +12,19 @@ import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { planOf } from "../plans/service.ts";
 import { findProject, insertDeploy, type ProjectRow, projectEventPayload } from "../projects/service.ts";
 import { compareVersions } from "../projects/templates.ts";
-import { openWorkspaceFile, type WorkspaceDb, workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
+import { workspaceFile, workspaceFilesDir, workspaceSchema } from "../projects/workspace-db.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { WorkspaceRuntime } from "../workspace/access.ts";
 import { outboxRows } from "../workspace/dispatch.ts";
-import { HISTORY_TABLES, historyInstant, restoreToInstant, stampHistory } from "./history.ts";
+import { holdingWrites } from "../workspace/write-gate.ts";
+import { HISTORY_TABLES, historyInstant, restoreToInstant } from "./history.ts";
+import { rewindOnThread } from "./rewind-thread.ts";
 import {
   dropSnapshot,
   migrateSnapshot,
   restoreFromSnapshot,
   returnFileBytes,
+  snapshotFilesDir,
   snapshotPath,
   snapshotSchema,
   takeSnapshot,
@@ -31,6 +34,27 @@ import {
 function assertRestorable(project: ProjectRow, what = "restored"): void {
   if (project.status !== "active" && project.status !== "paused") {
     throw new ConflictError(`project is ${project.status}; only an active or paused project can be ${what}`);
+  }
+}
+
+/**
+ * The project a restore names. A deleted one is 409 rather than 404 (issue 21): it is there, in
+ * its purge period, but cannot be restored; a live project that took its slug since wins.
+ */
+async function findRestoreTarget(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow> {
+  try {
+    return await findProject(ctx, projectSlug);
+  } catch (error) {
+    if (!(error instanceof NotFoundError)) throw error;
+    const deleted = await ctx.deps.db
+      .selectFrom("projects")
+      .select("id")
+      .where("org_id", "=", ctx.org.id)
+      .where("slug", "=", projectSlug)
+      .where("deleted_at", "is not", null)
+      .executeTakeFirst();
+    if (deleted) throw new ConflictError("project is deleted; only an active or paused project can be restored");
+    throw error;
   }
 }
 
@@ -85,7 +109,7 @@ export async function restoreToTimestamp({
   input: { timestamp: number };
 }) {
   authorize(ctx, "projects:lifecycle");
-  const project = await findProject(ctx, projectSlug);
+  const project = await findRestoreTarget(ctx, projectSlug);
   assertRestorable(project);
   const { earliest, latest } = await windowOf(ctx, project);
   const at = instantOf(input.timestamp);
@@ -98,33 +122,23 @@ export async function restoreToTimestamp({
     ]);
   }
   const restoredTo = historyInstant(at);
-  await rewindWorkspace(
-    runtime,
-    project.id,
-    { restoredTo, source: "pitr" },
-    { change: (trx) => restoreToInstant(trx, ctx.deps.dialect, restoredTo) },
-  );
+  await rewindWorkspace(runtime, project.id, { restoredTo, source: "pitr" }, { instant: restoredTo });
   await recordRestore(ctx, project, { source: "pitr", restoredTo });
   return { restoredTo };
 }
 
-/** What a restore does inside its workspace transaction, and what it needs first (SQLite). */
-interface Rewind {
-  /** SQLite: a database file attached as `snap` on the restore's connection. */
-  attach?: string;
-  change(trx: WorkspaceDb): Promise<unknown>;
-}
+/** What a restore brings the workspace back to: an instant of its history, or a backup's snapshot. */
+type Rewind = { instant: string } | { backupId: string };
 
 /**
- * Changes the workspace's data with `rewind.change` and raises `workspace:restored`, in one
- * workspace transaction that writers wait for and readers do not see until it commits.
+ * Brings the workspace's data back (`rewind`) and raises `workspace:restored`, in one workspace
+ * transaction that readers do not see until it commits and that this process's writes wait for
+ * (the write gate: they wait for it without blocking anything, and it waits for those under way).
  *
- * On SQLite it runs on a connection of its own, and without giving the event loop a turn (its
- * statements and file operations are synchronous under the awaits): the process's other
- * connection to the workspace, the pool's, cannot try to write meanwhile and wait on the lock the
- * restore holds from the very thread the restore runs on. Readers of other processes (WAL) go on
- * reading the workspace as it was. On PostgreSQL the data tables are locked against writes only,
- * so reads go on throughout.
+ * On SQLite the transaction runs on a thread and a connection of its own (`rewindOnThread`), so
+ * that the process goes on serving reads meanwhile, from the workspace as it was; other
+ * processes' writers wait for its write lock. On PostgreSQL the data tables are locked against
+ * writes only, so reads go on throughout. A crash in the middle rolls it back, either way.
  */
 async function rewindWorkspace(
   runtime: WorkspaceRuntime,
@@ -136,30 +150,46 @@ async function rewindWorkspace(
   const event = outboxRows(deps, [{ channel: "workspace", event: "restored", data }]);
   // The dispatcher must know of the event before it is committed (see writes.ts).
   await runtime.dispatcher.markPending(projectId);
-  if (deps.dialect === "sqlite") {
-    const { db, sqlite } = openWorkspaceFile(workspaceFile(deps, projectId), { create: false });
-    try {
-      if (rewind.attach) sqlite.prepare("attach database ? as snap").run(rewind.attach);
-      await db.transaction().execute(async (trx) => {
-        await stampHistory(trx, "sqlite");
-        await rewind.change(trx);
-        await trx.insertInto("events").values(event).execute();
+  await holdingWrites(projectId, async () => {
+    if (deps.dialect === "sqlite") {
+      await rewindOnThread({
+        file: workspaceFile(deps, projectId),
+        events: event as unknown as Record<string, unknown>[],
+        ...("instant" in rewind
+          ? { instant: rewind.instant }
+          : {
+              snapshot: {
+                file: snapshotPath(deps, projectId, rewind.backupId),
+                filesFrom: snapshotFilesDir(deps, projectId, rewind.backupId),
+                filesTo: workspaceFilesDir(deps, projectId),
+              },
+            }),
       });
-    } finally {
-      await db.destroy().catch(() => {});
-      if (sqlite.open) sqlite.close();
+      return;
     }
-  } else {
     await deps.db.transaction().execute(async (trx) => {
       await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
       const tables = Object.keys(HISTORY_TABLES).map((table) => sql.id(table));
       await sql`lock table ${sql.join(tables)} in exclusive mode`.execute(trx);
-      await rewind.change(trx);
+      if ("instant" in rewind) {
+        await restoreToInstant(trx, "postgres", rewind.instant);
+      } else {
+        const files = await sql<{
+          id: string;
+        }>`select id from ${sql.id(snapshotSchema(rewind.backupId), "files")}`.execute(trx);
+        returnFileBytes(
+          deps,
+          projectId,
+          rewind.backupId,
+          files.rows.map((row) => row.id),
+        );
+        await restoreFromSnapshot(trx, "postgres", rewind.backupId);
+      }
       await sql`insert into events (id, channel, event, data, created_at) values (${event[0]?.id}, ${event[0]?.channel}, ${event[0]?.event}, ${event[0]?.data}, ${event[0]?.created_at})`.execute(
         trx,
       );
     });
-  }
+  });
   runtime.dispatcher.schedule(projectId);
 }
 
@@ -362,7 +392,7 @@ export async function restoreBackup({
   id: string;
 }) {
   authorize(ctx, "projects:lifecycle");
-  const project = await findProject(ctx, projectSlug);
+  const project = await findRestoreTarget(ctx, projectSlug);
   const backup = await findBackup(ctx, project, id);
   if (backup.status !== "completed") {
     throw new ConflictError(`backup is ${backup.status}; only a completed backup can be restored`);
@@ -385,25 +415,7 @@ export async function restoreBackup({
       .execute();
   }
   const restoredTo = backup.completed_at ?? backup.created_at;
-  await rewindWorkspace(
-    runtime,
-    project.id,
-    { restoredTo, source: "backup" },
-    {
-      ...(deps.dialect === "sqlite" ? { attach: snapshotPath(deps, project.id, backup.id) } : {}),
-      async change(trx) {
-        const from = deps.dialect === "sqlite" ? sql`snap.files` : sql.id(snapshotSchema(backup.id), "files");
-        const files = await sql<{ id: string }>`select id from ${from}`.execute(trx);
-        returnFileBytes(
-          deps,
-          project.id,
-          backup.id,
-          files.rows.map((row) => row.id),
-        );
-        await restoreFromSnapshot(trx, deps.dialect, backup.id);
-      },
-    },
-  );
+  await rewindWorkspace(runtime, project.id, { restoredTo, source: "backup" }, { backupId: backup.id });
   const restoredAt = deps.clock.now().toISOString();
   await recordRestore(ctx, project, { source: "backup", restoredTo, backupId: backup.id }, async (trx) => {
     await trx.updateTable("backups").set({ restored_at: restoredAt }).where("id", "=", backup.id).execute();

@@ -38,7 +38,7 @@ function snapshotFile(deps: Deps, projectId: string, backupId: string): string {
   return path.join(backupDir(deps, projectId), `${backupId}.db`);
 }
 
-function snapshotFilesDir(deps: Deps, projectId: string, backupId: string): string {
+export function snapshotFilesDir(deps: Deps, projectId: string, backupId: string): string {
   return path.join(backupDir(deps, projectId), `${backupId}.files`);
 }
 
@@ -276,8 +276,11 @@ export async function restoreFromSnapshot(trx: WorkspaceDb, dialect: Dialect, ba
  * lists bytes that are missing.
  */
 export function returnFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): void {
-  const from = snapshotFilesDir(deps, projectId, backupId);
-  const to = workspaceFilesDir(deps, projectId);
+  returnFileBytesBetween(snapshotFilesDir(deps, projectId, backupId), workspaceFilesDir(deps, projectId), files);
+}
+
+/** `returnFileBytes`, by directory: the snapshot's file bytes (`from`) and the workspace's (`to`). */
+export function returnFileBytesBetween(from: string, to: string, files: string[]): void {
   for (const id of files) {
     const target = path.join(to, id);
     if (existsSync(target)) continue;

@@ -4,6 +4,7 @@ import { oneOf } from "../../db/shapes.ts";
 import { filesInHistory, installHistory, pruneHistory } from "../backups/history.ts";
 import { workspaceSchema } from "../projects/workspace-db.ts";
 import type { WorkspacePool } from "./pool.ts";
+import { throughGate } from "./write-gate.ts";
 
 /** An outbox row as read back. */
 export type OutboxEvent = { id: string; channel: string; event: string; data: string; created_at: string };
@@ -46,11 +47,13 @@ export function localStore(pool: WorkspacePool, dialect: Dialect): WorkspaceStor
         ),
       ),
     clearOutbox: async (projectId, eventIds) => {
-      await pool.use(projectId, (db) =>
-        db
-          .deleteFrom("events")
-          .where(oneOf(dialect, "id", eventIds))
-          .execute(),
+      await throughGate(projectId, () =>
+        pool.use(projectId, (db) =>
+          db
+            .deleteFrom("events")
+            .where(oneOf(dialect, "id", eventIds))
+            .execute(),
+        ),
       );
     },
     neededFiles: async (projectId, fileIds) =>

@@ -6,6 +6,7 @@ import { stampHistory } from "../backups/history.ts";
 import type { WorkspaceCtx } from "./access.ts";
 import { outboxRows, type WorkspaceEvent } from "./dispatch.ts";
 import type { WorkspaceDb } from "./pool.ts";
+import { throughGate } from "./write-gate.ts";
 
 /** What a write answers, and the event it raises (none if it changed nothing worth telling). */
 export interface Applied<T = unknown> {
@@ -51,7 +52,7 @@ export function insertWithEvent<T>(ctx: WorkspaceCtx, table: string, row: Row, a
 
 async function write<T>(ctx: WorkspaceCtx, change: Write): Promise<T> {
   await ctx.runtime.dispatcher.markPending(ctx.project.id);
-  const { result, event, audit } = await groupWrite(ctx.db, ctx.deps, change);
+  const { result, event, audit } = await throughGate(ctx.project.id, () => groupWrite(ctx.db, ctx.deps, change));
   if (event || audit) ctx.runtime.dispatcher.schedule(ctx.project.id);
   return result as T;
 }
