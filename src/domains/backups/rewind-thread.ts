@@ -1,5 +1,4 @@
-import { Worker as Thread } from "node:worker_threads";
-import { sibling, threadUrl } from "../../lib/threads.ts";
+import { runOnThread, sibling } from "../../lib/threads.ts";
 
 /** What a SQLite restore's thread does: the workspace file, and either an instant or a snapshot. */
 export interface RewindTask {
@@ -20,24 +19,7 @@ export interface RewindTask {
  * the write gate (see write-gate.ts). A thread that fails or dies rolls its transaction back.
  */
 export function rewindOnThread(task: RewindTask): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const thread = new Thread(threadUrl(sibling(import.meta.url, "rewind-thread-entry")), {
-      workerData: task,
-      name: "plinth-restore",
-    });
-    let settled = false;
-    thread.once("message", (message: { ok: boolean; error?: string }) => {
-      settled = true;
-      if (message.ok) resolve();
-      else reject(new Error(`the restore failed: ${message.error}`));
-    });
-    thread.once("error", (error) => {
-      if (!settled) reject(error);
-      settled = true;
-    });
-    thread.once("exit", (code) => {
-      if (!settled) reject(new Error(`the restore's thread exited (${code}) before it finished`));
-      settled = true;
-    });
+  return runOnThread(sibling(import.meta.url, "rewind-thread-entry"), task, "plinth-restore").catch((error: Error) => {
+    throw new Error(`the restore failed: ${error.message}`);
   });
 }

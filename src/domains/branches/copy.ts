@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { copyFile, link, mkdir, readdir, rename, rm } from "node:fs/promises";
 import { sql } from "kysely";
 import type { Deps } from "../../deps.ts";
+import { runOnThread, sibling } from "../../lib/threads.ts";
 import { installHistory, restoreToInstant } from "../backups/history.ts";
 import {
   dropWorkspace,
@@ -12,6 +13,13 @@ import {
   workspaceSchema,
 } from "../projects/workspace-db.ts";
 import type { WorkspacePool } from "../workspace/pool.ts";
+
+/** What the thread staging a SQLite copy is given: the source file, the staged copy's, the instant. */
+export interface StageTask {
+  source: string;
+  staged: string;
+  instant: string | null;
+}
 
 /** Tables whose rows a copy leaves behind: the outbox (the parent's events are the parent's) and the history. */
 const NOT_COPIED = new Set(["events", "_history"]);
@@ -33,7 +41,12 @@ export async function copyWorkspace(
   const stagedFiles = `${files}${staging}`;
   const stagedFile = `${workspaceFile(deps, targetId)}${staging}`;
   try {
-    if (deps.dialect === "sqlite") await stageSqliteCopy(deps, sourceId, stagedFile, instant);
+    if (deps.dialect === "sqlite") {
+      // On a thread: VACUUM INTO and the rewind take as long as the workspace is big, and would
+      // stop the event loop serving the API meanwhile.
+      const task: StageTask = { source: workspaceFile(deps, sourceId), staged: stagedFile, instant };
+      await runOnThread(sibling(import.meta.url, "stage-thread-entry"), task, "plinth-branch-copy");
+    }
     // After the data: every file a copied row names has its bytes by then (they are written
     // before the row commits, and kept while the history holds the row).
     await linkFiles(workspaceFilesDir(deps, sourceId), stagedFiles);
@@ -73,8 +86,8 @@ async function linkFiles(from: string, to: string): Promise<void> {
  * to `instant` from the copied history, the history and the outbox emptied, and the copy left
  * as one file (no `-wal`) ready to be renamed into place.
  */
-async function stageSqliteCopy(deps: Deps, sourceId: string, staged: string, instant: string | null) {
-  const source = openWorkspaceFile(workspaceFile(deps, sourceId), { create: false });
+export async function stageSqliteCopy({ source: sourceFile, staged, instant }: StageTask): Promise<void> {
+  const source = openWorkspaceFile(sourceFile, { create: false });
   try {
     source.sqlite.prepare("vacuum into ?").run(staged);
   } finally {
