@@ -120,6 +120,27 @@ describe("authorization before validation", () => {
       refused: ["developer", "viewer", "deploy"],
     },
     {
+      op: "restore a project to an instant",
+      method: "POST",
+      path: () => `/org/${slug}/projects/some-project/restore`,
+      body: { timestamp: "yesterday" },
+      refused: ["viewer"],
+    },
+    {
+      op: "back up a project",
+      method: "POST",
+      path: () => `/org/${slug}/projects/some-project/backups`,
+      body: { kind: "weekly" },
+      refused: ["viewer"],
+    },
+    {
+      op: "create a branch",
+      method: "POST",
+      path: () => `/org/${slug}/projects/some-project/branches`,
+      body: { name: "" },
+      refused: ["viewer"],
+    },
+    {
       op: "read the audit log",
       method: "GET",
       path: () => `/org/${slug}/audit?limit=many`,

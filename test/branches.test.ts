@@ -368,6 +368,36 @@ describe("branches", () => {
     expect(await records()).toEqual([]);
   });
 
+  it("leaves a failed branch with its error and a notification, and no workspace", async () => {
+    const broken = await createActiveProject(app, owner, slug, "Broken parent");
+    // The parent's workspace vanishes underneath it (as a disk fault might): the copy fails.
+    const { deps } = app.server;
+    app.server.workspaces.forget(broken.id);
+    if (deps.dialect === "sqlite") {
+      const { rmSync } = await import("node:fs");
+      const { workspaceFile } = await import("../src/domains/projects/workspace-db.ts");
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(`${workspaceFile(deps, broken.id)}${suffix}`, { force: true });
+    } else {
+      const { sql } = await import("kysely");
+      const { workspaceSchema } = await import("../src/domains/projects/workspace-db.ts");
+      await sql`drop schema ${sql.id(workspaceSchema(broken.id))} cascade`.execute(deps.db);
+    }
+    const res = await createBranch({ name: "doomed" }, asOwner(), broken.slug);
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.branch).toMatchObject({ name: "doomed", status: "failed", error: expect.any(String) });
+    const read = await call(app, "GET", `${branchesOf(broken.slug)}/${res.body.branch.id}`, asOwner());
+    expect(read.body.branch.status).toBe("failed");
+    // Its workspace was never made: nothing answers there.
+    const there = await ws(res.body.branch.id, res.body.adminToken, "GET", "/items/things");
+    expect(there.status).not.toBe(200);
+    const notes = await call(app, "GET", `/org/${slug}/notifications`, asOwner());
+    expect(
+      notes.body.notifications.some(
+        (n: { kind: string; data: { branchId?: string } }) => n.data?.branchId === res.body.branch.id,
+      ),
+    ).toBe(true);
+  });
+
   it("is in the OpenAPI document", async () => {
     const doc = (await call(app, "GET", "/openapi.json")).body;
     const base = "/org/{slug}/projects/{projectSlug}/branches";
