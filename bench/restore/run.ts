@@ -55,6 +55,18 @@ async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, con
   );
 }
 
+/** Takes a backup of the project and waits for its job; the completed backup. */
+async function backUp(url: string, org: string, project: string, cookie: string) {
+  const path = `${url}/api/org/${org}/projects/${project}/backups`;
+  const { backup } = await json(path, { method: "POST", cookie, body: "{}" });
+  for (;;) {
+    const read = await json(`${path}/${backup.id}`, { cookie });
+    if (read.backup.status === "failed") throw new Error(`backup failed: ${read.backup.error}`);
+    if (read.backup.status === "completed") return read.backup;
+    await sleep(20);
+  }
+}
+
 /** Runs `work` while a probe reads `/api/health` in a loop; its time, and the probe's slowest answer. */
 async function probed(url: string, work: () => Promise<unknown>): Promise<{ seconds: number; stalledMs: number }> {
   let probing = true;
@@ -124,6 +136,9 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     }
     const ws = `${url}/w/${project.id}/api`;
     await json(`${ws}/collections`, { method: "POST", token: adminToken, body: JSON.stringify({ slug: "big" }) });
+    // A snapshot of the workspace with no items: restoring it, and then the full one, are the
+    // worst cases (every row deleted, then every row inserted).
+    const emptyBackup = await backUp(url, org.slug, project.slug, cookie);
     let started = performance.now();
     const ids: string[] = [];
     await inParallel(
@@ -155,19 +170,11 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     const backupsPath = `${url}/api/org/${org.slug}/projects/${project.slug}/backups`;
     const peakBeforeBackup = memoryOf(child.pid).hwm;
     started = performance.now();
-    const { backup } = await json(backupsPath, { method: "POST", cookie, body: "{}" });
-    for (;;) {
-      const read = await json(`${backupsPath}/${backup.id}`, { cookie });
-      if (read.backup.status === "failed") throw new Error(`backup failed: ${read.backup.error}`);
-      if (read.backup.status === "completed") {
-        console.log(
-          `  backup: ${((performance.now() - started) / 1000).toFixed(2)} s, ${(read.backup.sizeBytes / MB).toFixed(0)} MB; ` +
-            `peak RSS ${(peakBeforeBackup / MB).toFixed(0)} MB before, ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB after`,
-        );
-        break;
-      }
-      await sleep(20);
-    }
+    const backup = await backUp(url, org.slug, project.slug, cookie);
+    console.log(
+      `  backup: ${((performance.now() - started) / 1000).toFixed(2)} s, ${(backup.sizeBytes / MB).toFixed(0)} MB; ` +
+        `peak RSS ${(peakBeforeBackup / MB).toFixed(0)} MB before, ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB after`,
+    );
     await sleep(50);
     const beforeChanges = Date.now();
     await sleep(50);
@@ -208,6 +215,16 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       `  backup restore over the ${CHANGES} changes: ${seconds.toFixed(2)} s (target ≤ 5 s); slowest health answer meanwhile ${stalledMs.toFixed(0)} ms; ` +
         `peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`,
     );
+    for (const [label, id] of [
+      ["to the empty snapshot (every item deleted)", emptyBackup.id],
+      [`to the ${ITEMS}-item snapshot (every item inserted)`, backup.id],
+    ] as const) {
+      const full = await probed(url, () => json(`${backupsPath}/${id}/restore`, { method: "POST", cookie }));
+      console.log(
+        `  backup restore ${label}: ${full.seconds.toFixed(2)} s (target ≤ 5 s); slowest health answer meanwhile ` +
+          `${full.stalledMs.toFixed(0)} ms; peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`,
+      );
+    }
     const branchesPath = `${url}/api/org/${org.slug}/projects/${project.slug}/branches`;
     for (const [label, extra] of [
       ["now", {}],
