@@ -265,8 +265,16 @@ export async function sweepUploadLeftovers(deps: Deps, store: WorkspaceStore): P
     .select("id")
     .where("status", "in", ["active", "paused"])
     .execute();
+  // Branches' workspaces too: their files directories hold links to their bytes.
+  const branches = await deps.db
+    .selectFrom("branches")
+    .innerJoin("projects", "projects.id", "branches.project_id")
+    .select("branches.id")
+    .where("branches.status", "=", "active")
+    .where("projects.deleted_at", "is", null)
+    .execute();
   const cutoff = Date.now() - LEFTOVER_AGE_MS;
-  for (const { id: projectId } of projects) {
+  for (const { id: projectId } of [...projects, ...branches]) {
     try {
       await removeLeftovers(store, projectId, workspaceFilesDir(deps, projectId), cutoff);
     } catch (error) {
