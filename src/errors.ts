@@ -109,3 +109,16 @@ export function asError(thrown: unknown): Error {
 export function errorMessage(thrown: unknown): string {
   return asError(thrown).message;
 }
+
+/**
+ * What a failure may say to API callers (a failed backup's or branch's `error`): a file system
+ * error's code, since its message names paths under DATA_DIR, which are the server's business;
+ * else its message (SQLite's and Plinth's own name no paths).
+ */
+export function publicErrorMessage(error: unknown): string {
+  const failure = error as NodeJS.ErrnoException | undefined;
+  if (failure?.path !== undefined || failure?.syscall !== undefined) {
+    return `a file operation failed (${failure.code ?? "unknown error"})`;
+  }
+  return errorMessage(error);
+}

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DAY_MS } from "../src/clock.ts";
 import { dailyBackups } from "../src/domains/backups/jobs.ts";
 import { backupDir, snapshotSchema } from "../src/domains/backups/snapshot.ts";
-import { workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
+import { onWorkspace, workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
 import {
   addMember,
   call,
@@ -285,6 +285,57 @@ describe("backups", () => {
     // The workspace kept 1.1.0's schema: e-mails are unique regardless of case.
     expect((await signIn(p, "old@example.com")).status).toBe(200);
     expectError(await signUpUser(p, "OLD@example.com"), 409);
+  });
+
+  it("refuses (409) a snapshot the newer template cannot take, changing nothing; two restores at once migrate it once", async () => {
+    const created = await call(app, "POST", `/org/${slug}/projects`, {
+      cookie: owner.cookie,
+      body: { name: "Case twins", template: "default@1.0.0" },
+    });
+    const p = created.body.project as Project;
+    await until("the project active", async () => {
+      const read = await call(app, "GET", `/org/${slug}/projects/${p.slug}`, { cookie: owner.cookie });
+      return read.body.project?.status === "active";
+    });
+    expect((await ws(p, "POST", "/collections", { slug: "things" })).status).toBe(201);
+    expect((await signUpUser(p, "twin@example.com")).status).toBe(201);
+    const clean = await backUp(p);
+    // Two addresses differing in case only, as 1.0.0 allowed (written straight in: sign-up refuses).
+    const twin = "usr_twin";
+    await onWorkspace(app.server.deps, p.id, (db) =>
+      db
+        .insertInto("users")
+        .values({
+          id: twin,
+          email: "TWIN@example.com",
+          password_hash: "x",
+          created_at: "2026-01-01T00:00:00.000Z",
+          updated_at: "2026-01-01T00:00:00.000Z",
+        })
+        .execute(),
+    );
+    const twins = await backUp(p);
+    await onWorkspace(app.server.deps, p.id, (db) => db.deleteFrom("users").where("id", "=", twin).execute());
+    expect(
+      (await call(app, "POST", `/org/${slug}/projects/${p.slug}/upgrade`, { cookie: owner.cookie })).body,
+    ).toMatchObject({
+      status: "upgraded",
+    });
+    expect((await ws(p, "POST", "/items/things", { n: 1 })).status).toBe(201);
+
+    const refused = await call(app, "POST", `${backups(p)}/${twins.id}/restore`, { cookie: owner.cookie });
+    expectError(refused, 409, "CONFLICT");
+    expect(refused.body.error.message).toContain("1.1.0");
+    expect((await items(p)).size).toBe(1);
+
+    const [first, second] = await Promise.all(
+      [0, 1].map(() => call(app, "POST", `${backups(p)}/${clean.id}/restore`, { cookie: owner.cookie })),
+    );
+    expect([first?.status, second?.status]).toEqual([200, 200]);
+    expect((await items(p)).size).toBe(0);
+    expect(
+      (await call(app, "GET", `${backups(p)}/${clean.id}`, { cookie: owner.cookie })).body.backup.templateVersion,
+    ).toBe("1.1.0");
   });
 
   it("never shows a reader a mix of before and after", async () => {

@@ -102,12 +102,15 @@ export async function dailyBackups(deps: Deps): Promise<void> {
     }
     if (expired.length < PAGE) break;
   }
-  await deps.db
+  const stale = await deps.db
     .updateTable("backups")
     .set({ status: "failed", error: "the backup was interrupted", completed_at: now.toISOString() })
     .where("status", "=", "pending")
     .where("created_at", "<", new Date(now.getTime() - STALE_PENDING_MS).toISOString())
+    .returning(["id", "project_id"])
     .execute();
+  // Whatever its job had written (a `.part`, some links) goes.
+  for (const backup of stale) await dropSnapshot(deps, backup.project_id, backup.id);
 }
 
 export function historyJobs(deps: Deps, store: WorkspaceStore): JobHandlers {

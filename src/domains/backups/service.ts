@@ -3,7 +3,7 @@ import { DAY_MS } from "../../clock.ts";
 import type { Db } from "../../db/database.ts";
 import type { BackupsTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from "../../errors.ts";
+import { ConflictError, NotFoundError, PlanLimitError, publicErrorMessage, ValidationError } from "../../errors.ts";
 import { isIdOf, newId } from "../../lib/ids.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
@@ -400,14 +400,23 @@ export async function restoreBackup({
   assertRestorable(project);
   const { deps } = ctx;
   if (compareVersions(backup.template_version, project.template_version) < 0) {
-    await migrateSnapshot(
-      deps,
-      project.id,
-      backup.id,
-      project.template,
-      backup.template_version,
-      project.template_version,
-    );
+    try {
+      await migrateSnapshot(
+        deps,
+        project.id,
+        backup.id,
+        project.template,
+        backup.template_version,
+        project.template_version,
+      );
+    } catch (error) {
+      deps.log.warn({ err: error, backupId: backup.id }, "a backup could not be migrated forward");
+      // The snapshot holds data the newer template refuses (say, two e-mails differing in case
+      // only): it stays as it was, and so does the workspace.
+      throw new ConflictError(
+        `the backup (template version ${backup.template_version}) cannot be brought up to ${project.template_version}: ${publicErrorMessage(error)}`,
+      );
+    }
     await deps.db
       .updateTable("backups")
       .set({ template_version: project.template_version })
@@ -458,7 +467,7 @@ export async function takeBackup(deps: Deps, backupId: string): Promise<void> {
       taken = await takeSnapshot(deps, backup.project_id, backup.id);
     } catch (error) {
       deps.log.error({ err: error, backupId, projectId: backup.project_id }, "taking a backup failed");
-      failure = `the snapshot failed: ${error instanceof Error ? error.message : String(error)}`;
+      failure = `the snapshot failed: ${publicErrorMessage(error)}`;
     }
   }
   const now = deps.clock.now();

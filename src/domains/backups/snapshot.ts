@@ -1,10 +1,23 @@
-import { copyFileSync, existsSync, linkSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { makeDirectory } from "../../lib/dirs.ts";
-import { versionsBetween } from "../projects/templates.ts";
+import { compareVersions, versionsBetween } from "../projects/templates.ts";
 import {
   openWorkspaceFile,
   type WorkspaceDb,
@@ -115,6 +128,7 @@ async function snapshotSqlite(deps: Deps, projectId: string, backupId: string): 
       | undefined;
     sqlite.exec("detach database snap");
     renameSync(part, file);
+    syncDirectory(path.dirname(file));
     return { bytes: statSync(file).size, files, templateVersion: version ?? null };
   } finally {
     await db.destroy().catch(() => {});
@@ -152,6 +166,16 @@ async function snapshotPostgres(deps: Deps, projectId: string, backupId: string)
     });
 }
 
+/** Makes the entries of `dir` (a rename, new links) durable. */
+function syncDirectory(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Links (or copies) the bytes of `files` beside the snapshot; returns how many bytes they are. */
 async function holdFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): Promise<number> {
   if (files.length === 0) return 0;
@@ -166,6 +190,7 @@ async function holdFileBytes(deps: Deps, projectId: string, backupId: string, fi
     linkOrCopy(source, target);
     bytes += statSync(target).size;
   }
+  syncDirectory(to);
   return bytes;
 }
 
@@ -211,10 +236,16 @@ export async function migrateSnapshot(
   from: string,
   to: string,
 ): Promise<void> {
-  const steps = versionsBetween(template, from, to);
-  if (steps.length === 0) return;
   const finish = async (trx: WorkspaceDb) => {
-    for (const step of steps) await step.migrate(trx, deps.dialect);
+    // From the version the snapshot says it is at: another restore may have migrated it since
+    // `from` was read.
+    let read = trx.selectFrom(META).select("value").where("key", "=", "template_version");
+    // PostgreSQL: two restores migrating it at once take turns on the row (SQLite's writers do anyway).
+    if (deps.dialect === "postgres") read = read.forUpdate();
+    const row = await read.executeTakeFirst();
+    const at = (row?.value as string | undefined) ?? from;
+    if (compareVersions(at, to) >= 0) return;
+    for (const step of versionsBetween(template, at, to)) await step.migrate(trx, deps.dialect);
     await trx.updateTable(META).set({ value: to }).where("key", "=", "template_version").execute();
   };
   if (deps.dialect === "postgres") {
@@ -286,5 +317,10 @@ export function returnFileBytesBetween(from: string, to: string, files: string[]
     if (existsSync(target)) continue;
     mkdirSync(to, { recursive: true });
     linkOrCopy(path.join(from, id), target);
+    // A link shares its inode's modification time, the original upload's: made fresh, so that
+    // the upload leftovers sweep (which spares what was written in the last day) cannot take
+    // bytes a restore is about to list before its transaction commits.
+    const now = new Date();
+    utimesSync(target, now, now);
   }
 }

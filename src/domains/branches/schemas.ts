@@ -13,6 +13,7 @@ export const BranchInput = z
       .number()
       .int()
       .positive()
+      .max(2_147_483_647)
       .nullable()
       .optional()
       .openapi({ description: "The pull request the branch serves, if any" }),

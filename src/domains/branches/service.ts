@@ -2,7 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
 import type { BranchesTable } from "../../db/schema.ts";
-import { ConflictError, errorMessage, NotFoundError, PlanLimitError, ValidationError } from "../../errors.ts";
+import { ConflictError, NotFoundError, PlanLimitError, publicErrorMessage, ValidationError } from "../../errors.ts";
 import { isIdOf, newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
@@ -241,7 +241,7 @@ async function fillBranch(
   try {
     await copyWorkspace(deps, pool, { sourceId: project.id, targetId: row.id, instant });
   } catch (error) {
-    failure = errorMessage(error);
+    failure = publicErrorMessage(error);
     deps.log.error({ err: error, branchId: row.id, projectId: project.id }, "copying a workspace into a branch failed");
   }
   const settled = await inOrgTransaction(ctx, async (trx) => {

@@ -15,6 +15,7 @@ import type { OrgCtx } from "../context.ts";
 import { withFreshSlug } from "../fresh-slug.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
+import { holdingWrites } from "../workspace/write-gate.ts";
 import type { CreateProjectInput, DeploySchema, ProjectSchema, UpdateProjectInput, UpgradeResult } from "./schemas.ts";
 import { compareVersions, DEFAULT_TEMPLATE, findTemplate, latestVersion, resolveTemplateRef } from "./templates.ts";
 import { migrateWorkspace } from "./workspace-db.ts";
@@ -478,7 +479,9 @@ export async function upgradeProject({
     };
   } else {
     try {
-      const migrated = await migrateWorkspace(deps, found.id, found.template, to);
+      // After any restore of the workspace, and with this process's writes held back: on SQLite
+      // the migration's connection would otherwise wait on their lock in the busy handler.
+      const migrated = await holdingWrites(found.id, () => migrateWorkspace(deps, found.id, found.template, to));
       result =
         migrated.from !== null && compareVersions(migrated.from, to) >= 0
           ? { status: "skipped", from: migrated.from, to, reason: `already at ${migrated.from}` }

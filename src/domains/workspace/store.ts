@@ -70,19 +70,22 @@ export function localStore(pool: WorkspacePool, dialect: Dialect): WorkspaceStor
       ),
     installHistory: async (projectId) =>
       orNull(
-        await pool.use(projectId, (db) =>
-          dialect === "postgres"
-            ? db.transaction().execute(async (trx) => {
-                await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
-                await installHistory(trx, dialect);
-                return true;
-              })
-            : db.transaction().execute(async (trx) => {
-                await installHistory(trx, dialect);
-                return true;
-              }),
+        await throughGate(projectId, () =>
+          pool.use(projectId, (db) =>
+            dialect === "postgres"
+              ? db.transaction().execute(async (trx) => {
+                  await sql`set local search_path to ${sql.id(workspaceSchema(projectId))}`.execute(trx);
+                  await installHistory(trx, dialect);
+                  return true;
+                })
+              : db.transaction().execute(async (trx) => {
+                  await installHistory(trx, dialect);
+                  return true;
+                }),
+          ),
         ),
       ),
-    pruneHistory: async (projectId, before) => orNull(await pool.use(projectId, (db) => pruneHistory(db, before))),
+    pruneHistory: async (projectId, before) =>
+      orNull(await throughGate(projectId, () => pool.use(projectId, (db) => pruneHistory(db, before)))),
   };
 }
