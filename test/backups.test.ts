@@ -373,6 +373,13 @@ describe("backups", () => {
     const bare = await fetch(`${app.url}/api${backups(p)}`, { method: "POST", headers: { cookie: owner.cookie } });
     expect(bare.status).toBe(201);
     expect(((await bare.json()) as { backup: { kind: string } }).backup.kind).toBe("manual");
+    // A client that always says JSON, with no body.
+    const headerOnly = await call(app, "POST", backups(p), {
+      cookie: owner.cookie,
+      headers: { "content-type": "application/json" },
+    });
+    expect(headerOnly.status, JSON.stringify(headerOnly.body)).toBe(201);
+    expect(headerOnly.body.backup.kind).toBe("manual");
     const empty = await call(app, "POST", backups(p), { cookie: owner.cookie, body: {} });
     expect(empty.status).toBe(201);
     expect(empty.body.backup).toMatchObject({ kind: "manual", status: "pending" });

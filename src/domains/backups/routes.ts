@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { authedErrors, createRouter, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
+import { authedErrors, createRouter, emptyBodyIsNone, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
 import { orgCtx, requires } from "../../http/service-context.ts";
 import { ProjectParams } from "../projects/schemas.ts";
 import type { WorkspaceRuntime } from "../workspace/access.ts";
@@ -115,11 +115,14 @@ const restoreBackupRoute = createRoute({
 
 export function backupRoutes(deps: Deps, runtime: WorkspaceRuntime) {
   return createRouter()
-    .openapi({ ...createBackupRoute, middleware: requires(deps, "projects:lifecycle") }, async (c) => {
-      const { slug, projectSlug } = c.req.valid("param");
-      const ctx = await orgCtx(c, deps, slug);
-      return c.json(await createBackup({ ctx, projectSlug, input: c.req.valid("json") }), 201);
-    })
+    .openapi(
+      { ...createBackupRoute, middleware: [emptyBodyIsNone, requires(deps, "projects:lifecycle")] },
+      async (c) => {
+        const { slug, projectSlug } = c.req.valid("param");
+        const ctx = await orgCtx(c, deps, slug);
+        return c.json(await createBackup({ ctx, projectSlug, input: c.req.valid("json") }), 201);
+      },
+    )
     .openapi(listBackupsRoute, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       return c.json(await listBackups({ ctx: await orgCtx(c, deps, slug), projectSlug }), 200);
