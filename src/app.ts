@@ -12,6 +12,7 @@ import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
 import { backupRoutes } from "./domains/backups/routes.ts";
 import { branchRoutes } from "./domains/branches/routes.ts";
+import { domainRoutes } from "./domains/domains/routes.ts";
 import { exportRoutes } from "./domains/exports/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
@@ -20,6 +21,7 @@ import { authorize, type PermissionName, resolveOrgAccess } from "./domains/orgs
 import { orgRoutes } from "./domains/orgs/routes.ts";
 import { planRoutes } from "./domains/plans/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
+import { tenantErrorRoutes } from "./domains/tenant-errors/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { WORKSPACE_MOUNT, workspaceDocument, workspaceRoutes } from "./domains/workspace/routes/index.ts";
@@ -162,6 +164,8 @@ export function createApp({
     .route("/", notificationRoutes(deps))
     .route("/", planRoutes(deps))
     .route("/", backupRoutes(deps, workspace))
+    .route("/", tenantErrorRoutes(deps))
+    .route("/", domainRoutes(deps))
     .route("/", branchRoutes(deps, workspace.pool));
 
   documentOrgEvents(api);

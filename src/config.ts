@@ -1,3 +1,4 @@
+import { Resolver } from "node:dns/promises";
 import { isIP } from "node:net";
 import { z } from "zod";
 import { type Plan, readCatalog } from "./domains/plans/catalog.ts";
@@ -105,6 +106,8 @@ const EnvSchema = z.object({
   DEFAULT_PLAN: z.string().default("free"),
   ALLOW_PRIVATE_WEBHOOK_URLS: booleanFlag.default(false),
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
+  DNS_SERVERS: z.string().optional(),
+  DOMAIN_VERIFY_DAYS: days(1).default(7),
 });
 
 export type Config = {
@@ -157,6 +160,10 @@ export type Config = {
   plans: Plan[];
   /** The plan new orgs start on. */
   defaultPlan: string;
+  /** DNS servers custom domains are verified through (`host[:port]`); unset: the system's. */
+  dnsServers: string[] | undefined;
+  /** Days a custom domain may stay unverified before it is `failed`. */
+  domainVerifyDays: number;
 };
 
 export class ConfigError extends Error {}
@@ -173,6 +180,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   const e = parsed.data;
+  const dnsServers = e.DNS_SERVERS?.split(",").map((entry) => entry.trim());
+  if (dnsServers) {
+    try {
+      new Resolver().setServers(dnsServers);
+    } catch {
+      throw new ConfigError(
+        "invalid configuration: DNS_SERVERS: must be a comma-separated list of IP[:port] (IPv6 as [address]:port)",
+      );
+    }
+  }
   let plans: Plan[];
   try {
     plans = readCatalog(e.PLANS_FILE);
@@ -209,6 +226,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     servedRegions: e.SERVED_REGIONS.split(","),
     projectPurgeDays: e.PROJECT_PURGE_DAYS,
     exportRetentionDays: e.EXPORT_RETENTION_DAYS,
+    dnsServers,
+    domainVerifyDays: e.DOMAIN_VERIFY_DAYS,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     webhookMaxAttempts: e.WEBHOOK_MAX_ATTEMPTS,
     webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,

@@ -141,6 +141,19 @@ describe("authorization before validation", () => {
       refused: ["viewer"],
     },
     {
+      op: "add a custom domain",
+      method: "POST",
+      path: () => `/org/${slug}/projects/some-project/domains`,
+      body: { hostname: "localhost" },
+      refused: ["viewer", "deploy"],
+    },
+    {
+      op: "list tenant errors",
+      method: "GET",
+      path: () => `/org/${slug}/projects/some-project/errors?status=teapot`,
+      refused: [],
+    },
+    {
       op: "read the audit log",
       method: "GET",
       path: () => `/org/${slug}/audit?limit=many`,

@@ -14,6 +14,8 @@ import { projectsByOrg } from "./migrations/0011-projects-by-org.ts";
 import { historySince } from "./migrations/0012-history-since.ts";
 import { backups } from "./migrations/0013-backups.ts";
 import { branches } from "./migrations/0014-branches.ts";
+import { tenantErrors } from "./migrations/0015-tenant-errors.ts";
+import { domains } from "./migrations/0016-domains.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -32,6 +34,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0012-history-since": historySince(),
     "0013-backups": backups(),
     "0014-branches": branches(),
+    "0015-tenant-errors": tenantErrors(),
+    "0016-domains": domains(),
   };
 }
 

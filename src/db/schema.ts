@@ -195,6 +195,37 @@ export interface BackupsTable {
   restored_at: string | null;
 }
 
+export interface TenantErrorsTable {
+  id: string;
+  project_id: string;
+  at: string;
+  method: string;
+  /** The request's path, without its query. */
+  path: string;
+  status: number;
+  code: string;
+  message: string;
+  request_id: string | null;
+}
+
+export interface DomainsTable {
+  id: string;
+  project_id: string;
+  /** Lower-case, as given (punycode for IDNs). */
+  hostname: string;
+  /** `pending`, `active` or `failed`. */
+  status: string;
+  /** The random part of the TXT record's value. */
+  token: string;
+  /** Checks made by the re-check job since the last verify request (its backoff). */
+  attempts: number;
+  next_check_at: string | null;
+  last_checked_at: string | null;
+  verified_at: string | null;
+  error: string | null;
+  created_at: string;
+}
+
 export interface WebhooksTable {
   id: string;
   org_id: string;
@@ -318,4 +349,6 @@ export interface Database {
   workspace_outbox_hints: WorkspaceOutboxHintsTable;
   idempotency_keys: IdempotencyKeysTable;
   backups: BackupsTable;
+  tenant_errors: TenantErrorsTable;
+  domains: DomainsTable;
 }

@@ -19,5 +19,7 @@ export interface AppEnv {
     authError?: AppError;
     /** The caller's standing in the route's org, once a `requires` guard has checked it. */
     orgAccess?: OrgAccess;
+    /** What an error answer said (`errorResponse`), for the tenant errors of a workspace request. */
+    answeredError?: { code: string; message: string };
   };
 }

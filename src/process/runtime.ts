@@ -5,9 +5,11 @@ import { migrateToLatest } from "../db/migrate.ts";
 import type { Deps } from "../deps.ts";
 import { historyJobs, historySchedule } from "../domains/backups/jobs.ts";
 import { branchJobs, branchSchedule } from "../domains/branches/jobs.ts";
+import { domainJobs, domainSchedule } from "../domains/domains/service.ts";
 import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
+import { tenantErrorJobs, tenantErrorSchedule } from "../domains/tenant-errors/service.ts";
 import { deliveryJobs, deliverySchedule } from "../domains/webhooks/delivery-jobs.ts";
 import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
 import { fileJobs, fileSchedule } from "../domains/workspace/files.ts";
@@ -79,6 +81,8 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
       ...dispatchJobs(dispatcher),
       ...fileJobs(deps, store),
       ...historyJobs(deps, store),
+      ...tenantErrorJobs(deps),
+      ...domainJobs(deps),
       ...branchJobs(deps, store),
       ...exportJobs(deps),
     },
@@ -92,6 +96,8 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
         ...dispatchSchedule,
         ...fileSchedule,
         ...historySchedule,
+        ...tenantErrorSchedule,
+        ...domainSchedule,
         ...branchSchedule,
         ...exportSchedule,
       ],

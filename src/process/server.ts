@@ -10,6 +10,8 @@ import { createAuth } from "../auth/better-auth.ts";
 import { ConsoleSessions } from "../auth/console-sessions.ts";
 import { resolveAuthSecret } from "../auth/secret.ts";
 import type { Deps } from "../deps.ts";
+import { customDomainUrl } from "../domains/domains/hosts.ts";
+import { TenantErrorRecorder } from "../domains/tenant-errors/recorder.ts";
 import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
 import type { WorkspacePool } from "../domains/workspace/pool.ts";
 import { localStore } from "../domains/workspace/store.ts";
@@ -68,13 +70,14 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   // (a worker thread sweeps as it starts).
   if (worker) void dispatcher.sweep().catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
   const inFlight = new InFlight();
+  const tenantErrors = new TenantErrorRecorder(deps);
   const app = createApp({
     deps,
     auth,
     sessions,
     limiter,
     signInFailures,
-    workspace: { deps, sessions, pool, dispatcher, limiter, signInFailures },
+    workspace: { deps, sessions, pool, dispatcher, limiter, signInFailures, errors: tenantErrors },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {
@@ -86,7 +89,23 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       if (incoming.headers.host === undefined && incoming.httpVersion === "1.1") {
         return badRequest("malformed request: an HTTP/1.1 request needs a Host header");
       }
-      return inFlight.track(outgoing, () => app.fetch(request, env as HttpBindings));
+      return inFlight.track(outgoing, async () => {
+        // A custom domain's host: `/api/…` there is its project's workspace API.
+        const rewritten = await customDomainUrl(deps, new URL(request.url), incoming.headers.host).catch(
+          (error: unknown) => {
+            log.error({ err: error }, "looking a custom domain up failed");
+            return null;
+          },
+        );
+        const routed = rewritten
+          ? new Request(rewritten, {
+              method: request.method,
+              headers: request.headers,
+              ...(request.method === "GET" || request.method === "HEAD" ? {} : { body: request.body, duplex: "half" }),
+            })
+          : request;
+        return app.fetch(routed, env as HttpBindings);
+      });
     };
     const s = createServer(
       { requireHostHeader: false },
@@ -116,6 +135,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         thread?.stop(),
       ]);
       await dispatcher.settle();
+      await tenantErrors.close();
       await Promise.all([limiter.stop(), failureLimiter.stop()]);
       await pool.closeAll();
       await closeDeps(deps, database);

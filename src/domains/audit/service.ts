@@ -112,7 +112,7 @@ const MIN_INSTANT_MS = -62_167_219_200_000;
 const MAX_INSTANT_MS = 253_402_300_799_999;
 
 /** ISO-8601 text or Unix milliseconds → ISO-8601 UTC, or null when it is neither (or out of range). */
-function parseInstant(value: string): string | null {
+export function parseInstant(value: string): string | null {
   const text = value.trim();
   let ms: number;
   if (/^\d{1,15}$/.test(text)) {

@@ -48,6 +48,8 @@ const PERMISSIONS = {
   "projects:lifecycle": { role: "developer", access: "lifecycle" },
   "projects:delete": { role: "admin", access: "admin" },
   "projects:credentials": { role: "admin", access: "admin" },
+  // Developers, and full keys: not in a deploy key's scope (DESIGN §4).
+  "domains:manage": { role: "developer", access: "admin" },
   "webhooks:read": { role: "viewer", access: "read" },
   "webhooks:manage": { role: "admin", access: "admin" },
   "integrations:read": { role: "viewer", access: "read" },

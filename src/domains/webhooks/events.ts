@@ -19,6 +19,7 @@ export const ORG_EVENT_KINDS = [
   "project.restored",
   "branch.created",
   "branch.deleted",
+  "domain.verified",
   "alarm.fired",
   "member.invited",
   "billing.plan_change",
@@ -30,6 +31,10 @@ const NOTIFY: Partial<Record<OrgEventKind, (payload: Record<string, unknown>) =>
   "project.failed": (p) => ({
     title: `Project ${String(p.projectSlug)} failed to provision`,
     body: String(p.reason ?? "provisioning failed"),
+  }),
+  "domain.verified": (p) => ({
+    title: `Domain ${String(p.hostname)} is verified`,
+    body: `${String(p.hostname)} now serves project ${String(p.projectSlug)}`,
   }),
   "alarm.fired": (p) => ({ title: "An alarm fired", body: JSON.stringify(p) }),
   "member.invited": (p) => ({ title: "Invitation sent", body: `${String(p.email)} was invited as ${String(p.role)}` }),

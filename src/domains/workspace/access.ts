@@ -13,6 +13,7 @@ import type { AuditActor } from "../audit/service.ts";
 import { textIssue } from "../fields.ts";
 import { hasRole, type Role } from "../orgs/access.ts";
 import type { ProjectRow } from "../projects/service.ts";
+import type { TenantErrorRecorder } from "../tenant-errors/recorder.ts";
 import type { WorkspaceDispatcher } from "./dispatch.ts";
 import type { WorkspaceDb, WorkspaceLease, WorkspacePool } from "./pool.ts";
 
@@ -31,6 +32,8 @@ export type WorkspaceCaller =
 
 export interface WorkspaceRuntime {
   deps: Deps;
+  /** Where the workspace API's error answers are recorded (tenant errors). */
+  errors: TenantErrorRecorder;
   sessions: ConsoleSessions;
   pool: WorkspacePool;
   dispatcher: WorkspaceDispatcher;
@@ -126,6 +129,7 @@ export async function visitWorkspace<E extends AppEnv>(
   runtime: WorkspaceRuntime,
   projectId: string,
   anonymous: boolean,
+  found?: (projectId: string) => void,
 ): Promise<WorkspaceVisit> {
   // The id is a path parameter, held to the same text rules as the validated ones.
   const issue = textIssue(projectId);
@@ -137,6 +141,8 @@ export async function visitWorkspace<E extends AppEnv>(
       ? await findLiveBranch(runtime.deps, projectId)
       : undefined;
   if (!project) throw new NotFoundError("project not found");
+  // From here on, the project's tenant errors record how the request ends (see the router).
+  found?.(project.id);
   // None before provisioning has made it; a user token then matches nothing.
   const lease =
     project.status === "active" || project.status === "paused" ? await runtime.pool.acquire(project.id) : null;

@@ -120,15 +120,22 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
     const credentials = admits === "anyone" && write;
     if (credentials) await limitRate(c, runtime.limiter, `ip:${address}`, rateLimitPerMinute);
     let visit: WorkspaceVisit;
+    let projectId: string | undefined;
     try {
-      visit = await visitWorkspace(c, runtime, c.req.param("projectId") as string, admits === "anyone");
+      visit = await visitWorkspace(c, runtime, c.req.param("projectId") as string, admits === "anyone", (id) => {
+        projectId = id;
+      });
     } catch (error) {
+      // A project's own refusals (bad credentials) are its tenant errors; none for a made-up id.
+      if (projectId !== undefined) runtime.errors.noteAnswer(c, projectId, error);
       // Refused before anyone was recognised (bad credentials, no such project): the address's
       // budget pays, so made-up tokens cannot each open a budget of their own.
       if (!credentials) await limitRate(c, runtime.limiter, `ip:${address}`, rateLimitPerMinute);
       throw error;
     }
-    // The workspace stays held (open) until the request is over, whatever its outcome.
+    // The workspace stays held (open) until the request is over, whatever its outcome; its
+    // answer, if an error, is recorded for the project (tenant errors).
+    let thrown: unknown;
     try {
       if (credentials) {
         await limitRate(c, runtime.limiter, `ws-auth:${visit.project.id}:${address}`, authRateLimitPerMinute);
@@ -147,8 +154,12 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       else if (admits === "member") requireMember(visit, write);
       c.set("workspace", openWorkspace(c, runtime, visit));
       await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
+    } catch (error) {
+      thrown = error;
+      throw error;
     } finally {
       visit.lease?.release();
+      runtime.errors.noteAnswer(c, visit.project.id, thrown);
     }
   });
   return app
