@@ -290,6 +290,19 @@ describe("custom domains", () => {
     expect(over.body.error.details).toMatchObject({ limit: 10, used: 10 });
   });
 
+  it("frees a deleted project's domains: they stop serving, and another project may have them", async () => {
+    const doomed = await createActiveProject(app, owner, slug, "Doomed");
+    const domain = (await add("doomed.example.com", doomed)).body.domain;
+    publish(domain);
+    expect((await verify(domain.id, doomed)).body.domain.status).toBe("active");
+    expect((await viaHost("doomed.example.com", "/api/collections", doomed.adminToken)).status).toBe(200);
+    expect((await call(app, "DELETE", `/org/${slug}/projects/${doomed.slug}`, { cookie: owner.cookie })).status).toBe(
+      200,
+    );
+    expect((await viaHost("doomed.example.com", "/api/collections", doomed.adminToken)).status).toBe(404);
+    expect((await add("doomed.example.com", other)).status).toBe(201);
+  });
+
   it("is for developers and full keys; viewers read; deploy keys, other orgs and unknown ids are refused", async () => {
     const viewer = await addMember(app, mailbox, owner, slug, "viewer");
     const developer = await addMember(app, mailbox, owner, slug, "developer");

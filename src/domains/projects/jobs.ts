@@ -114,6 +114,8 @@ export function projectJobs(deps: Deps): JobHandlers {
                 .execute();
               await trx.deleteFrom("branches").where("project_id", "=", id).execute();
               await trx.deleteFrom("backups").where("project_id", "=", id).execute();
+              await trx.deleteFrom("tenant_errors").where("project_id", "=", id).execute();
+              await trx.deleteFrom("domains").where("project_id", "=", id).execute();
               // Their outboxes went with them: nothing is left for the sweep to dispatch.
               await trx.deleteFrom("workspace_outbox_hints").where("project_id", "in", ids).execute();
             });

@@ -12,6 +12,7 @@ import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
+import { forgetHost } from "../domains/hosts.ts";
 import { withFreshSlug } from "../fresh-slug.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
@@ -398,6 +399,7 @@ export async function deleteProject({ ctx, projectSlug }: { ctx: OrgCtx; project
   authorize(ctx, "projects:delete");
   const project = await findProject(ctx, projectSlug);
   const now = ctx.deps.clock.now();
+  let released: Array<{ hostname: string }> = [];
   await inOrgTransaction(ctx, async (trx) => {
     const deleted = await trx
       .updateTable("projects")
@@ -411,6 +413,8 @@ export async function deleteProject({ ctx, projectSlug }: { ctx: OrgCtx; project
       .where("deleted_at", "is", null)
       .executeTakeFirst();
     if (Number(deleted.numUpdatedRows) === 0) throw new NotFoundError("project not found");
+    // Its custom domains stop serving now, and their names are free for another project.
+    released = await trx.deleteFrom("domains").where("project_id", "=", project.id).returning("hostname").execute();
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
       action: "project.deleted",
@@ -418,11 +422,17 @@ export async function deleteProject({ ctx, projectSlug }: { ctx: OrgCtx; project
       data: { slug: project.slug, from: project.status },
     });
   });
+  for (const { hostname } of released) forgetHost(hostname);
 }
 
 /** Soft-deletes every live project of an org (the org itself is being deleted). */
 export async function deleteOrgProjects(trx: Db, deps: Deps, orgId: string): Promise<void> {
   const now = deps.clock.now();
+  // Their custom domains stop serving (other processes within seconds) and free their names.
+  await trx
+    .deleteFrom("domains")
+    .where("project_id", "in", trx.selectFrom("projects").select("id").where("org_id", "=", orgId))
+    .execute();
   await trx
     .updateTable("projects")
     .set({
