@@ -8,6 +8,7 @@ import type { ConsoleSessions } from "./auth/console-sessions.ts";
 import { authRoutes } from "./auth/routes.ts";
 import type { Deps } from "./deps.ts";
 import { accountRoutes } from "./domains/account/routes.ts";
+import { alarmRoutes } from "./domains/alarms/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
 import { backupRoutes } from "./domains/backups/routes.ts";
@@ -22,6 +23,7 @@ import { orgRoutes } from "./domains/orgs/routes.ts";
 import { planRoutes } from "./domains/plans/routes.ts";
 import { projectRoutes } from "./domains/projects/routes.ts";
 import { tenantErrorRoutes } from "./domains/tenant-errors/routes.ts";
+import { usageRoutes } from "./domains/usage/routes.ts";
 import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { WORKSPACE_MOUNT, workspaceDocument, workspaceRoutes } from "./domains/workspace/routes/index.ts";
@@ -166,6 +168,8 @@ export function createApp({
     .route("/", backupRoutes(deps, workspace))
     .route("/", tenantErrorRoutes(deps))
     .route("/", domainRoutes(deps))
+    .route("/", usageRoutes(deps))
+    .route("/", alarmRoutes(deps))
     .route("/", branchRoutes(deps, workspace.pool));
 
   documentOrgEvents(api);

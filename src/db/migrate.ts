@@ -16,6 +16,7 @@ import { backups } from "./migrations/0013-backups.ts";
 import { branches } from "./migrations/0014-branches.ts";
 import { tenantErrors } from "./migrations/0015-tenant-errors.ts";
 import { domains } from "./migrations/0016-domains.ts";
+import { usageAndAlarms } from "./migrations/0017-usage-alarms.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -36,6 +37,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0014-branches": branches(),
     "0015-tenant-errors": tenantErrors(),
     "0016-domains": domains(),
+    "0017-usage-alarms": usageAndAlarms(),
   };
 }
 

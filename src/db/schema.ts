@@ -226,6 +226,30 @@ export interface DomainsTable {
   created_at: string;
 }
 
+export interface UsageDailyTable {
+  /** The UTC day, `YYYY-MM-DD`. */
+  date: string;
+  project_id: string;
+  org_id: string;
+  /** The project's slug that day (kept after the project is purged). */
+  project_slug: string;
+  requests: number | string;
+  d1: number | string;
+  r2: number | string;
+  /** When d1 and r2 were last measured that day; null: not yet (they read 0). */
+  measured_at: string | null;
+}
+
+export interface AlarmsTable {
+  id: string;
+  org_id: string;
+  /** `requests`, `d1` or `r2`. */
+  metric: string;
+  threshold_pct: number;
+  last_fired_at: string | null;
+  created_at: string;
+}
+
 export interface WebhooksTable {
   id: string;
   org_id: string;
@@ -351,4 +375,6 @@ export interface Database {
   backups: BackupsTable;
   tenant_errors: TenantErrorsTable;
   domains: DomainsTable;
+  usage_daily: UsageDailyTable;
+  alarms: AlarmsTable;
 }

@@ -3,6 +3,7 @@ import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/database.ts";
 import { migrateToLatest } from "../db/migrate.ts";
 import type { Deps } from "../deps.ts";
+import { alarmJobs, alarmSchedule } from "../domains/alarms/service.ts";
 import { historyJobs, historySchedule } from "../domains/backups/jobs.ts";
 import { branchJobs, branchSchedule } from "../domains/branches/jobs.ts";
 import { domainJobs, domainSchedule } from "../domains/domains/service.ts";
@@ -10,6 +11,7 @@ import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
 import { tenantErrorJobs, tenantErrorSchedule } from "../domains/tenant-errors/service.ts";
+import { usageJobs, usageSchedule } from "../domains/usage/service.ts";
 import { deliveryJobs, deliverySchedule } from "../domains/webhooks/delivery-jobs.ts";
 import { dispatchJobs, dispatchSchedule, WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
 import { fileJobs, fileSchedule } from "../domains/workspace/files.ts";
@@ -83,6 +85,8 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
       ...historyJobs(deps, store),
       ...tenantErrorJobs(deps),
       ...domainJobs(deps),
+      ...usageJobs(deps),
+      ...alarmJobs(deps),
       ...branchJobs(deps, store),
       ...exportJobs(deps),
     },
@@ -98,6 +102,8 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
         ...historySchedule,
         ...tenantErrorSchedule,
         ...domainSchedule,
+        ...usageSchedule,
+        ...alarmSchedule,
         ...branchSchedule,
         ...exportSchedule,
       ],

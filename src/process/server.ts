@@ -12,6 +12,7 @@ import { resolveAuthSecret } from "../auth/secret.ts";
 import type { Deps } from "../deps.ts";
 import { customDomainUrl } from "../domains/domains/hosts.ts";
 import { TenantErrorRecorder } from "../domains/tenant-errors/recorder.ts";
+import { UsageMeter } from "../domains/usage/meter.ts";
 import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
 import type { WorkspacePool } from "../domains/workspace/pool.ts";
 import { localStore } from "../domains/workspace/store.ts";
@@ -32,6 +33,8 @@ export interface RunningServer {
   app: Hono<AppEnv>;
   /** The workspaces this process has open. */
   workspaces: WorkspacePool;
+  /** Where this process counts workspace requests (flush it to see them in usage at once). */
+  usage: UsageMeter;
   /** Stops accepting, lets in-flight requests and jobs finish (bounded), then closes the database. */
   close(): Promise<void>;
 }
@@ -71,13 +74,14 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   if (worker) void dispatcher.sweep().catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
   const inFlight = new InFlight();
   const tenantErrors = new TenantErrorRecorder(deps);
+  const meter = new UsageMeter(deps);
   const app = createApp({
     deps,
     auth,
     sessions,
     limiter,
     signInFailures,
-    workspace: { deps, sessions, pool, dispatcher, limiter, signInFailures, errors: tenantErrors },
+    workspace: { deps, sessions, pool, dispatcher, limiter, signInFailures, errors: tenantErrors, meter },
     shuttingDown: () => inFlight.closing,
   });
   const server = await new Promise<HttpServer>((resolve, reject) => {
@@ -136,6 +140,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       ]);
       await dispatcher.settle();
       await tenantErrors.close();
+      await meter.close();
       await Promise.all([limiter.stop(), failureLimiter.stop()]);
       await pool.closeAll();
       await closeDeps(deps, database);
@@ -144,7 +149,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   };
 
   const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-  return { url: `http://${host}:${port}`, port, deps, app, workspaces: pool, close };
+  return { url: `http://${host}:${port}`, port, deps, app, workspaces: pool, usage: meter, close };
 }
 
 /**

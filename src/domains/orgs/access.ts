@@ -50,6 +50,7 @@ const PERMISSIONS = {
   "projects:credentials": { role: "admin", access: "admin" },
   // Developers, and full keys: not in a deploy key's scope (DESIGN §4).
   "domains:manage": { role: "developer", access: "admin" },
+  "alarms:manage": { role: "developer", access: "admin" },
   "webhooks:read": { role: "viewer", access: "read" },
   "webhooks:manage": { role: "admin", access: "admin" },
   "integrations:read": { role: "viewer", access: "read" },

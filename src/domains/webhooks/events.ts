@@ -36,7 +36,10 @@ const NOTIFY: Partial<Record<OrgEventKind, (payload: Record<string, unknown>) =>
     title: `Domain ${String(p.hostname)} is verified`,
     body: `${String(p.hostname)} now serves project ${String(p.projectSlug)}`,
   }),
-  "alarm.fired": (p) => ({ title: "An alarm fired", body: JSON.stringify(p) }),
+  "alarm.fired": (p) => ({
+    title: `Usage alarm: ${String(p.metric)} at ${String(p.pct)}% of the plan`,
+    body: `${String(p.metric)} reached ${String(p.used)} of ${String(p.limit)} (alarm at ${String(p.thresholdPct)}%) this period`,
+  }),
   "member.invited": (p) => ({ title: "Invitation sent", body: `${String(p.email)} was invited as ${String(p.role)}` }),
   "billing.plan_change": (p) => ({ title: "Plan changed", body: JSON.stringify(p) }),
 };

@@ -14,6 +14,7 @@ import { textIssue } from "../fields.ts";
 import { hasRole, type Role } from "../orgs/access.ts";
 import type { ProjectRow } from "../projects/service.ts";
 import type { TenantErrorRecorder } from "../tenant-errors/recorder.ts";
+import type { UsageMeter } from "../usage/meter.ts";
 import type { WorkspaceDispatcher } from "./dispatch.ts";
 import type { WorkspaceDb, WorkspaceLease, WorkspacePool } from "./pool.ts";
 
@@ -34,6 +35,8 @@ export interface WorkspaceRuntime {
   deps: Deps;
   /** Where the workspace API's error answers are recorded (tenant errors). */
   errors: TenantErrorRecorder;
+  /** Where the workspace API's requests are counted (usage). */
+  meter: UsageMeter;
   sessions: ConsoleSessions;
   pool: WorkspacePool;
   dispatcher: WorkspaceDispatcher;

@@ -185,6 +185,7 @@ export async function uploadFile({ ctx, upload }: { ctx: WorkspaceCtx; upload: U
       result: view,
       event: { channel: "files", event: "uploaded", data: view },
     });
+    ctx.runtime.meter.filesChangedIn(ctx.project.id);
     return { file };
   } catch (error) {
     await rm(tempPath, { force: true });
@@ -246,6 +247,7 @@ export async function deleteFile({ ctx, id }: { ctx: WorkspaceCtx; id: string })
     if (!removed) throw new NotFoundError("file not found");
     return { result: undefined, event: { channel: "files", event: "deleted", data: toFile(removed) } };
   });
+  ctx.runtime.meter.filesChangedIn(ctx.project.id);
   // The bytes stay: a restore to an instant before this delete brings the file back. The daily
   // sweep removes them once the history no longer holds the file (sweepUploadLeftovers).
 }

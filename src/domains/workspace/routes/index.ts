@@ -133,6 +133,8 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       if (!credentials) await limitRate(c, runtime.limiter, `ip:${address}`, rateLimitPerMinute);
       throw error;
     }
+    // Metered once the project is known: what a made-up id asks for is nobody's usage.
+    runtime.meter.count(visit.project.id, visit.project.org_id);
     // The workspace stays held (open) until the request is over, whatever its outcome; its
     // answer, if an error, is recorded for the project (tenant errors).
     let thrown: unknown;
