@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -10,6 +10,7 @@ import { expect } from "vitest";
 import { ManualClock } from "../src/clock.ts";
 import { type Config, loadConfig } from "../src/config.ts";
 import { snapshotSchema } from "../src/domains/backups/snapshot.ts";
+import { BUILT_IN_PLANS } from "../src/domains/plans/catalog.ts";
 import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import { ERROR_CODES, type ErrorCode } from "../src/errors.ts";
 import { createLogger } from "../src/logger.ts";
@@ -18,6 +19,20 @@ import { type RunningServer, startServer } from "../src/process/server.ts";
 /** Set by `npm test` runs against PostgreSQL; unset means embedded SQLite. */
 const POSTGRES_URL = process.env.DATABASE_URL;
 export const dialect = POSTGRES_URL ? "postgres" : "sqlite";
+
+/**
+ * The catalog tests run on unless they name their own: the built-in one without its cap on
+ * projects per org, which most tests pass without meaning to (the cap has its own test, on the
+ * built-in catalog: `PLANS_FILE: ""`).
+ */
+const UNCAPPED_PLANS = (() => {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), "plinth-plans-")), "plans.json");
+  writeFileSync(
+    file,
+    JSON.stringify({ plans: BUILT_IN_PLANS.map((plan) => ({ ...plan, limits: { ...plan.limits, projects: null } })) }),
+  );
+  return file;
+})();
 
 export interface TestApp {
   url: string;
@@ -53,6 +68,7 @@ export async function startApp(
     // Jobs run on the test's event loop, where the manual clock reaches them (worker-thread.test.ts
     // turns the thread on).
     WORKER_THREAD: "false",
+    PLANS_FILE: UNCAPPED_PLANS,
     ...(POSTGRES_URL ? { DATABASE_URL: POSTGRES_URL, DATABASE_SCHEMA: schema } : {}),
     ...env,
   });

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.ts";
-import { call, createOrg, signUp, startApp, type TestApp } from "./harness.ts";
+import { call, createOrg, expectError, signUp, startApp, type TestApp } from "./harness.ts";
 
 const MIB = 1024 * 1024;
 const GIB = 1024 * MIB;
@@ -12,7 +12,8 @@ const TIB = 1024 * GIB;
 describe("GET /api/plans", () => {
   let app: TestApp;
   beforeAll(async () => {
-    app = await startApp();
+    // The built-in catalog, as an operator gets it.
+    app = await startApp({ PLANS_FILE: "" });
   });
   afterAll(() => app?.close());
 
@@ -84,6 +85,24 @@ describe("GET /api/plans", () => {
   it("starts new orgs on the free plan", async () => {
     const owner = await signUp(app);
     expect((await createOrg(app, owner, "Plan Org")).planId).toBe("free");
+  });
+
+  it("caps an org's live projects at its plan's limit (free: 2), 409 PLAN_LIMIT with details", async () => {
+    const owner = await signUp(app);
+    const { slug } = await createOrg(app, owner, "Capped Org");
+    const create = (name: string) =>
+      call(app, "POST", `/org/${slug}/projects`, { cookie: owner.cookie, body: { name } });
+    const first = await create("First");
+    expect(first.status).toBe(201);
+    expect((await create("Second")).status).toBe(201);
+    const third = await create("Third");
+    expectError(third, 409, "PLAN_LIMIT");
+    expect(third.body.error.details).toEqual({ limit: 2, used: 2, planId: "free" });
+    // A deleted project frees its place.
+    expect(
+      (await call(app, "DELETE", `/org/${slug}/projects/${first.body.project.slug}`, { cookie: owner.cookie })).status,
+    ).toBe(200);
+    expect((await create("Third")).status).toBe(201);
   });
 });
 

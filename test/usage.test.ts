@@ -3,14 +3,16 @@
  * requests counted by two processes sum exactly, d1 and r2 measured, a history that outlives a
  * deleted and purged project, and alarms that fire once per billing period.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DAY_MS } from "../src/clock.ts";
 import { evaluateAlarms } from "../src/domains/alarms/service.ts";
 import { projectJobs } from "../src/domains/projects/jobs.ts";
+import { workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
 import { measureUsage } from "../src/domains/usage/meter.ts";
+import { forgetOrgUsage } from "../src/domains/usage/quotas.ts";
 import type { SingleJobHandler } from "../src/jobs/handlers.ts";
 import {
   addMember,
@@ -44,6 +46,34 @@ const TINY = {
         projects: 100,
         requests: 100,
         d1: 1024 * 1024 * 1024,
+        r2: 1024 * 1024 * 1024,
+        neurons: 10,
+        restoreWindowDays: 1,
+        manualBackups: 2,
+      },
+    },
+    {
+      id: "cramped-files",
+      name: "Cramped files",
+      prices: { monthly: 0, annual: 0 },
+      limits: {
+        projects: 100,
+        requests: 100,
+        d1: 1024 * 1024 * 1024,
+        r2: 10_000,
+        neurons: 10,
+        restoreWindowDays: 1,
+        manualBackups: 2,
+      },
+    },
+    {
+      id: "cramped-db",
+      name: "Cramped database",
+      prices: { monthly: 0, annual: 0 },
+      limits: {
+        projects: 100,
+        requests: 100,
+        d1: 1,
         r2: 1024 * 1024 * 1024,
         neurons: 10,
         restoreWindowDays: 1,
@@ -280,6 +310,55 @@ describe("usage and alarms", () => {
       "NOT_FOUND",
     );
     expectError(await call(app, "DELETE", `/org/${slug}/alarms/nope`, { cookie: owner.cookie }), 404, "NOT_FOUND");
+  });
+
+  it("refuses uploads past the r2 allowance and writes past the d1 allowance (409 PLAN_LIMIT), storing nothing", async () => {
+    const { deps } = app.server;
+    const org = await createOrg(app, owner, "Cramped Org");
+    const p = await createActiveProject(app, owner, org.slug, "Cramped");
+    await deps.db.updateTable("orgs").set({ plan_id: "cramped-files" }).where("id", "=", org.id).execute();
+    forgetOrgUsage(org.id);
+    const upload = (name: string, body: string | ReadableStream) =>
+      fetch(`${app.url}/w/${p.id}/api/files?name=${name}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${p.adminToken}`, "content-type": "text/plain" },
+        body,
+        ...(typeof body === "string" ? {} : { duplex: "half" }),
+      } as RequestInit);
+    expect((await upload("first.txt", "a".repeat(6_000))).status).toBe(201);
+    const refused = await upload("second.txt", "b".repeat(6_000));
+    expect(refused.status).toBe(409);
+    const body = (await refused.json()) as {
+      error: { code: string; details: { limit: number; used: number; planId: string } };
+    };
+    expect(body.error).toMatchObject({ code: "PLAN_LIMIT", details: { limit: 10_000, planId: "cramped-files" } });
+    expect(body.error.details.used).toBeGreaterThanOrEqual(6_000);
+    // Sent without a length (chunked): refused once its bytes are counted, and not kept.
+    const chunked = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode("c".repeat(6_000)));
+        controller.close();
+      },
+    });
+    expect((await upload("third.txt", chunked)).status).toBe(409);
+    const files = await callWorkspace(app, p.id, "GET", "/files", { token: p.adminToken });
+    expect(files.body.files.map((f: { name: string }) => f.name)).toEqual(["first.txt"]);
+    expect(readdirSync(workspaceFilesDir(deps, p.id))).toHaveLength(1);
+
+    // d1: once reached, writes that add data are refused; deletes still go.
+    await deps.db.updateTable("orgs").set({ plan_id: "cramped-db" }).where("id", "=", org.id).execute();
+    await measureUsage(deps);
+    const write = await callWorkspace(app, p.id, "POST", "/collections", {
+      token: p.adminToken,
+      body: { slug: "more" },
+    });
+    expectError(write, 409, "PLAN_LIMIT");
+    expect(write.body.error.details).toMatchObject({ limit: 1, planId: "cramped-db" });
+    expect(
+      (await callWorkspace(app, p.id, "DELETE", `/files/${files.body.files[0].id}`, { token: p.adminToken })).status,
+    ).toBe(204);
+    // Reads go on.
+    expect((await callWorkspace(app, p.id, "GET", "/collections", { token: p.adminToken })).status).toBe(200);
   });
 
   it("lets every member read usage and alarms, developers and full keys change alarms; other orgs get 404", async () => {

@@ -6,7 +6,7 @@ import type { Db } from "../../db/database.ts";
 import type { ProjectsTable } from "../../db/schema.ts";
 import { forUpdateOn } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
-import { ConflictError, errorMessage, NotFoundError, ValidationError } from "../../errors.ts";
+import { ConflictError, errorMessage, NotFoundError, PlanLimitError, ValidationError } from "../../errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { firstFreeSlug, slugify } from "../../lib/slug.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
@@ -15,6 +15,7 @@ import type { OrgCtx } from "../context.ts";
 import { forgetHost } from "../domains/hosts.ts";
 import { withFreshSlug } from "../fresh-slug.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
+import { planOf } from "../plans/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import { holdingWrites } from "../workspace/write-gate.ts";
 import type { CreateProjectInput, DeploySchema, ProjectSchema, UpdateProjectInput, UpgradeResult } from "./schemas.ts";
@@ -168,6 +169,23 @@ export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infe
     inOrgTransaction(
       ctx,
       async (trx) => {
+        // The plan's cap on live projects (DESIGN §8), counted under the org's lock.
+        const cap = planOf(deps.config, ctx.org.plan_id).limits.projects;
+        if (cap !== null) {
+          const live = await trx
+            .selectFrom("projects")
+            .select((eb) => eb.fn.countAll<number | string>().as("n"))
+            .where("org_id", "=", ctx.org.id)
+            .where("deleted_at", "is", null)
+            .executeTakeFirstOrThrow();
+          if (Number(live.n) >= cap) {
+            throw new PlanLimitError(`the ${ctx.org.plan_id} plan allows ${cap} projects`, {
+              limit: cap,
+              used: Number(live.n),
+              planId: ctx.org.plan_id,
+            });
+          }
+        }
         const taken = await trx
           .selectFrom("projects")
           .select("slug")

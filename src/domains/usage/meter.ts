@@ -3,6 +3,7 @@ import path from "node:path";
 import { sql } from "kysely";
 import type { Deps } from "../../deps.ts";
 import { workspaceFile, workspaceFilesDir, workspaceSchema } from "../projects/workspace-db.ts";
+import { forgetOrgUsage } from "./quotas.ts";
 
 /** How often counted requests are written (DESIGN §10: at least every 10 s). */
 const FLUSH_MS = 5_000;
@@ -177,6 +178,7 @@ export async function measureProject(deps: Deps, projectId: string): Promise<voi
         .doUpdateSet({ d1, r2, measured_at: now.toISOString(), project_slug: project.slug }),
     )
     .execute();
+  forgetOrgUsage(project.org_id);
 }
 
 const PAGE = 500;
@@ -202,4 +204,20 @@ export async function measureUsage(deps: Deps): Promise<void> {
     if (projects.length < PAGE) return;
     after = projects[projects.length - 1]?.id as string;
   }
+}
+
+/**
+ * Adds an upload's bytes to the project's r2 of the day at once, so that the next upload's quota
+ * check counts them before the measurement that follows (which then sets the exact figure).
+ */
+export async function recordUploadedBytes(deps: Deps, projectId: string, bytes: number): Promise<void> {
+  const today = dayOf(deps.clock.now());
+  const updated = await deps.db
+    .updateTable("usage_daily")
+    .set({ r2: sql`r2 + ${bytes}` })
+    .where("date", "=", today)
+    .where("project_id", "=", projectId)
+    .where("measured_at", "is not", null)
+    .executeTakeFirst();
+  if (Number(updated.numUpdatedRows) === 0) await measureProject(deps, projectId);
 }

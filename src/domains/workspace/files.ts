@@ -19,6 +19,8 @@ import type { RecurringJob } from "../../jobs/schedule.ts";
 import { newId } from "../../lib/ids.ts";
 import { hasControlCharacter } from "../fields.ts";
 import { workspaceFilesDir } from "../projects/workspace-db.ts";
+import { recordUploadedBytes } from "../usage/meter.ts";
+import { assertR2Room, forgetOrgUsage } from "../usage/quotas.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
 import type { WorkspaceStore } from "./store.ts";
 import { insertWithEvent, writeWithEvent } from "./writes.ts";
@@ -68,6 +70,8 @@ export interface Upload {
   contentType: string | undefined;
   /** `?name=` for a raw upload. */
   name: string | undefined;
+  /** The body's Content-Length, when the client sent one (a multipart body's is a little more than the file). */
+  length?: number | undefined;
 }
 
 /** Streams one upload to a temporary file; multipart (field `file`) or a raw body named by `?name=`. */
@@ -170,7 +174,11 @@ export async function uploadFile({ ctx, upload }: { ctx: WorkspaceCtx; upload: U
   const tempPath = path.join(dir, `${id}.part`);
   const finalPath = path.join(dir, id);
   try {
+    // The org's r2 allowance (DESIGN §8), before a byte is kept: by the declared length, and
+    // again by the bytes received (a body sent without one).
+    await assertR2Room(ctx.deps, ctx.project.org_id, upload.length ?? 0);
     const meta = await receive(ctx, upload, tempPath);
+    if (upload.length === undefined) await assertR2Room(ctx.deps, ctx.project.org_id, meta.size);
     await rename(tempPath, finalPath);
     await syncFile(finalPath, dir);
     const row: FileRow = {
@@ -185,6 +193,8 @@ export async function uploadFile({ ctx, upload }: { ctx: WorkspaceCtx; upload: U
       result: view,
       event: { channel: "files", event: "uploaded", data: view },
     });
+    await recordUploadedBytes(ctx.deps, ctx.project.id, meta.size);
+    forgetOrgUsage(ctx.project.org_id);
     ctx.runtime.meter.filesChangedIn(ctx.project.id);
     return { file };
   } catch (error) {

@@ -56,7 +56,13 @@ export function fileRoutes() {
     .openapi(upload, async (c) => {
       const incoming = c.env?.incoming;
       const body = incoming ?? Readable.fromWeb((c.req.raw.body ?? new ReadableStream()) as never);
-      const file = { body, contentType: c.req.header("content-type"), name: c.req.valid("query").name };
+      const declared = Number(c.req.header("content-length"));
+      const file = {
+        body,
+        contentType: c.req.header("content-type"),
+        name: c.req.valid("query").name,
+        length: Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined,
+      };
       return c.json(await uploadFile({ ctx: workspaceOf(c), upload: file }), 201);
     })
     .openapi(list, async (c) => c.json(await listFiles({ ctx: workspaceOf(c), query: c.req.valid("query") }), 200))

@@ -5,6 +5,7 @@ import { declaredSecurity } from "../../../http/operations.ts";
 import { limitRate } from "../../../http/rate-limit.ts";
 import { createRouter, jsonBody, withOperationIds } from "../../../http/router.ts";
 import { assertSameOriginWrite } from "../../../http/same-origin.ts";
+import { assertD1Room } from "../../usage/quotas.ts";
 import { DeliveryHeaders, deliveryResponses } from "../../webhooks/schemas.ts";
 import {
   openWorkspace,
@@ -154,7 +155,13 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       // 401, whatever the body (or its size) and whether or not the project is paused (409).
       if (admits === "admin") requireAdmin(visit, write);
       else if (admits === "member") requireMember(visit, write);
-      c.set("workspace", openWorkspace(c, runtime, visit));
+      const workspace = openWorkspace(c, runtime, visit);
+      // The org's d1 allowance (DESIGN §8): once reached, writes that add data are refused;
+      // deletes (which free it), sign-in and sign-out still go.
+      if (write && c.req.method !== "DELETE" && !/\/auth\/sign-(in|out)$/.test(c.req.path)) {
+        await assertD1Room(deps, visit.project.org_id);
+      }
+      c.set("workspace", workspace);
       await limitRequestBody(c, wantsIdempotency(c) ? () => idempotent(c, deps, sessionCookie, next) : next);
     } catch (error) {
       thrown = error;
