@@ -88,7 +88,8 @@ function spawnPlinth(command: "serve" | "worker", env: Record<string, string>): 
   delete childEnv.DATABASE_SCHEMA;
   delete childEnv.TEST;
   delete childEnv.VITEST;
-  Object.assign(childEnv, { HOST: "127.0.0.1", AUTH_SECRET, LOG_LEVEL: "warn" }, env);
+  // The max plan: no cap on projects (a test here makes more than the free plan's two).
+  Object.assign(childEnv, { HOST: "127.0.0.1", AUTH_SECRET, LOG_LEVEL: "warn", DEFAULT_PLAN: "max" }, env);
   const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), command], {
     cwd: ROOT,
     env: childEnv,
