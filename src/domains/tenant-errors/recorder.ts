@@ -14,6 +14,12 @@ const FLUSH_MS = 1_000;
 const BATCH = 500;
 const MAX_MESSAGE = 500;
 const MAX_PATH = 1_000;
+/**
+ * Errors recorded per project and second at most. A project keeps only its newest 10,000, so a
+ * flood faster than this would write rows only to delete them: past it, errors are counted and
+ * dropped, and a flood costs the database a bounded trickle.
+ */
+const PER_PROJECT_PER_SECOND = 200;
 
 /** What the error envelope said, set by `errorResponse` for whoever records the answer. */
 export interface AnsweredError {
@@ -25,7 +31,8 @@ export interface AnsweredError {
  * Tenant errors (DESIGN §10): every workspace API answer of status 400 or more, per project.
  *
  * Recording costs a request nothing it would notice: the error is appended to a list in memory,
- * and written in batches, one statement per batch, every second or as soon as a batch is full.
+ * and written in batches, one statement per batch, every second or as soon as a batch is full;
+ * at most PER_PROJECT_PER_SECOND per project and second.
  * The list is bounded: an error that finds it full (a flood faster than the database takes
  * them) is counted and dropped, so memory stays flat whatever a client sends. After each batch,
  * each project it touched keeps its newest TENANT_ERRORS_PER_PROJECT rows; a daily job removes
@@ -35,8 +42,10 @@ export class TenantErrorRecorder {
   private pending: Array<Record<string, unknown>> = [];
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> | undefined;
-  /** Errors dropped because the list was full, since the start. */
+  /** Errors dropped because the list was full or their project's second was, since the start. */
   dropped = 0;
+  /** Per project: the second being counted, and its errors so far. */
+  private readonly perSecond = new Map<string, { second: number; count: number }>();
 
   constructor(private readonly deps: Deps) {
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
@@ -69,7 +78,7 @@ export class TenantErrorRecorder {
       code = answered?.code ?? `HTTP_${status}`;
       message = answered?.message ?? "";
     }
-    if (this.pending.length >= MAX_PENDING) {
+    if (this.pending.length >= MAX_PENDING || !this.admits(projectId)) {
       this.dropped++;
       return;
     }
@@ -86,6 +95,21 @@ export class TenantErrorRecorder {
       request_id: (c.get("requestId") as string | undefined) ?? null,
     });
     if (this.pending.length >= BATCH) void this.flush();
+  }
+
+  /** Whether the project's second has room for one more error. */
+  private admits(projectId: string): boolean {
+    const second = Math.floor(Date.now() / 1000);
+    const counted = this.perSecond.get(projectId);
+    if (!counted || counted.second !== second) {
+      // Forgotten each second: the map holds the projects erring now, not every one ever.
+      if (!counted && this.perSecond.size >= MAX_PENDING) this.perSecond.clear();
+      this.perSecond.set(projectId, { second, count: 1 });
+      return true;
+    }
+    if (counted.count >= PER_PROJECT_PER_SECOND) return false;
+    counted.count++;
+    return true;
   }
 
   /** Writes what is waiting; resolves once it is written (or has failed, logged). */
