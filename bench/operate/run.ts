@@ -50,8 +50,7 @@ async function json(url: string, init: RequestInit & { token?: string; cookie?: 
 }
 
 async function load(pid: number, url: string, headers: Record<string, string>, expected: number) {
-  const run = (duration: number) =>
-    autocannon({ url, connections: CONNECTIONS, duration, headers });
+  const run = (duration: number) => autocannon({ url, connections: CONNECTIONS, duration, headers });
   await run(2);
   const before = memoryOf(pid).rss;
   const result = await run(DURATION);
@@ -90,7 +89,13 @@ async function runOnce(database: "sqlite" | "postgres", dist: string) {
   try {
     for (;;) {
       if (!child.alive()) throw new Error(`plinth exited:\n${child.tail()}`);
-      if (await fetch(`${url}/api/health`).then((r) => r.ok, () => false)) break;
+      if (
+        await fetch(`${url}/api/health`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        break;
       await sleep(50);
     }
     const cookie = await signUpCookie(url);
@@ -109,7 +114,11 @@ async function runOnce(database: "sqlite" | "postgres", dist: string) {
     await json(`${ws}/collections`, { method: "POST", token: adminToken, body: JSON.stringify({ slug: "posts" }) });
     let itemId = "";
     for (let n = 0; n < 100; n++) {
-      const { item } = await json(`${ws}/items/posts`, { method: "POST", token: adminToken, body: JSON.stringify({ n }) });
+      const { item } = await json(`${ws}/items/posts`, {
+        method: "POST",
+        token: adminToken,
+        body: JSON.stringify({ n }),
+      });
       itemId = item.id;
     }
     const reads = await load(child.pid, `${ws}/items/posts/${itemId}`, { authorization: `Bearer ${adminToken}` }, 200);
