@@ -1,8 +1,10 @@
 /** Helpers the benchmark runners share. */
 import { type SpawnOptions, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import pg from "pg";
 
 /**
@@ -122,4 +124,88 @@ export function spawnWatched(args: string[], options: SpawnOptions, onChunk: (te
       clearTimeout(killer);
     },
   };
+}
+
+/** JSON from the API (`init.token`: a bearer token, `init.cookie`: a session); throws on an error status. */
+export async function apiJson(url: string, init: RequestInit & { token?: string; cookie?: string } = {}) {
+  const headers: Record<string, string> = { "content-type": "application/json", origin: new URL(url).origin };
+  if (init.token) headers.authorization = `Bearer ${init.token}`;
+  if (init.cookie) headers.cookie = init.cookie;
+  const response = await fetch(url, { ...init, headers });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${init.method ?? "GET"} ${url}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/**
+ * A Plinth child process (`<dist>/main.js`, as `npm start` runs it) on a fresh DATA_DIR and, for
+ * PostgreSQL, a fresh database made through `pgAdminUrl`; resolves once it answers health.
+ * `stop` ends it and removes both.
+ */
+export async function startBenchPlinth(options: {
+  root: string;
+  dist: string;
+  database: "sqlite" | "postgres";
+  pgAdminUrl: string;
+  name: string;
+}) {
+  const dataDir = mkdtempSync(path.join(tmpdir(), `plinth-${options.name}-`));
+  const created =
+    options.database === "postgres" ? await createDatabase(options.pgAdminUrl, `plinth_${options.name}`) : undefined;
+  const host = "127.0.0.1";
+  const port = await freePort(host);
+  const url = `http://${host}:${port}`;
+  const inherited = { ...process.env };
+  delete inherited.DATABASE_URL;
+  const child = spawnWatched(["--max-semi-space-size=32", path.join(options.dist, "main.js")], {
+    cwd: options.root,
+    env: {
+      ...inherited,
+      PORT: String(port),
+      HOST: host,
+      PUBLIC_URL: url,
+      DATA_DIR: dataDir,
+      LOG_LEVEL: "error",
+      AUTH_SECRET: "bench-secret-bench-secret-bench-secret-0123",
+      RATE_LIMIT_PER_MINUTE: "100000000",
+      ...(created ? { DATABASE_URL: created.url } : {}),
+    },
+  });
+  const stop = async () => {
+    await child.stop();
+    await created?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  try {
+    for (;;) {
+      if (!child.alive()) throw new Error(`plinth exited:\n${child.tail()}`);
+      const healthy = await fetch(`${url}/api/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (healthy) break;
+      await sleep(50);
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url, child, stop };
+}
+
+/** A new account, its org and one active project; the workspace API's base URL and admin token. */
+export async function benchProject(url: string, name: string) {
+  const cookie = await signUpCookie(url);
+  const { org } = await apiJson(`${url}/api/org`, { method: "POST", cookie, body: JSON.stringify({ name }) });
+  const { project, adminToken } = await apiJson(`${url}/api/org/${org.slug}/projects`, {
+    method: "POST",
+    cookie,
+    body: JSON.stringify({ name }),
+  });
+  for (;;) {
+    const read = await apiJson(`${url}/api/org/${org.slug}/projects/${project.slug}`, { cookie });
+    if (read.project.status === "active") break;
+    await sleep(100);
+  }
+  return { cookie, org, project, adminToken: adminToken as string, ws: `${url}/w/${project.id}/api` };
 }

@@ -23,6 +23,7 @@ import {
   expectError,
   expectNoContent,
   expectValidation,
+  inParallel,
   type Mailbox,
   type Receiver,
   signUp,
@@ -96,15 +97,6 @@ describe("backups", () => {
     callWorkspace(app, p.id, "POST", "/auth/sign-in", { body: { email, password: "correct horse battery" } });
   const signUpUser = (p: Project, email: string) =>
     callWorkspace(app, p.id, "POST", "/auth/sign-up", { body: { email, password: "correct horse battery" } });
-
-  async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, concurrency = 16) {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < list.length) await work(list[next++] as T);
-      }),
-    );
-  }
 
   beforeAll(async () => {
     mailbox = await startMailbox();

@@ -127,6 +127,16 @@ export async function until<T>(
   }
 }
 
+/** Runs `work` on each of `list`, `concurrency` at a time. */
+export async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, concurrency = 16): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < list.length) await work(list[next++] as T);
+    }),
+  );
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -8,6 +8,7 @@ import {
   createOrg,
   expectError,
   expectValidation,
+  inParallel,
   type Mailbox,
   type Receiver,
   signUp,
@@ -47,16 +48,6 @@ describe("point-in-time restore from continuous history", () => {
       for (const item of page.body.items as Item[]) all.set(item.id, item);
       if (page.body.items.length < 500) return all;
     }
-  }
-
-  /** Runs `work` on `items`, `concurrency` at a time. */
-  async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, concurrency = 16) {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < list.length) await work(list[next++] as T);
-      }),
-    );
   }
 
   beforeAll(async () => {

@@ -1,33 +1,9 @@
-/**
- * Restore benchmark (issue 21): point-in-time restore over many changes of a large workspace.
- *
- *   npm run build && npx tsx bench/restore/run.ts
- *
- * For each database: a Plinth child process (`dist/`), one project, BENCH_ITEMS items of about a
- * kilobyte created through the workspace API, then BENCH_CHANGES changes (half updates, half
- * deletes); then the time `POST …/restore` takes to bring the workspace back to before the
- * changes, and back again to after them, with the process's peak RSS before and after. Before the
- * changes, BENCH_FILES small files are uploaded and a backup taken (its time: the job's, from the
- * request to `completed`); after them, the time `POST …/backups/{id}/restore` takes to bring the
- * workspace back to that snapshot. During each restore a probe reads `/api/health` in a loop:
- * its slowest answer is how long the process stopped answering meanwhile. Last, the time a branch
- * takes to be made, from now and from the instant before the changes.
- *
- * Environment (all optional):
- *   BENCH_ITEMS     items in the workspace          (100000)
- *   BENCH_CHANGES   changes to rewind               (10000)
- *   BENCH_FILES     small files in the workspace    (1000)
- *   BENCH_ONLY      comma list of sqlite,postgres   (both)
- *   BENCH_PG_URL    PostgreSQL maintenance database (postgres://postgres@127.0.0.1:5432/postgres)
- */
-import { mkdtempSync, rmSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { cpus } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { createDatabase, envInt, freePort, memoryOf, signUpCookie, sleep, spawnWatched } from "../lib.ts";
+import { apiJson, benchProject, envInt, memoryOf, sleep, startBenchPlinth } from "../lib.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const HOST = "127.0.0.1";
 const ITEMS = envInt("BENCH_ITEMS", 100_000);
 const CHANGES = envInt("BENCH_CHANGES", 10_000);
 const FILES = envInt("BENCH_FILES", 1_000);
@@ -35,16 +11,6 @@ const ONLY = new Set((process.env.BENCH_ONLY ?? "sqlite,postgres").split(",").ma
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const MB = 1024 * 1024;
 const FILLER = "x".repeat(900);
-
-async function json(url: string, init: RequestInit & { token?: string; cookie?: string; body?: string }) {
-  const headers: Record<string, string> = { "content-type": "application/json", origin: new URL(url).origin };
-  if (init.token) headers.authorization = `Bearer ${init.token}`;
-  if (init.cookie) headers.cookie = init.cookie;
-  const response = await fetch(url, { ...init, headers });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${init.method ?? "GET"} ${url}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
 
 async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, concurrency = 32): Promise<void> {
   let next = 0;
@@ -58,9 +24,9 @@ async function inParallel<T>(list: T[], work: (item: T) => Promise<unknown>, con
 /** Takes a backup of the project and waits for its job; the completed backup. */
 async function backUp(url: string, org: string, project: string, cookie: string) {
   const path = `${url}/api/org/${org}/projects/${project}/backups`;
-  const { backup } = await json(path, { method: "POST", cookie, body: "{}" });
+  const { backup } = await apiJson(path, { method: "POST", cookie, body: "{}" });
   for (;;) {
-    const read = await json(`${path}/${backup.id}`, { cookie });
+    const read = await apiJson(`${path}/${backup.id}`, { cookie });
     if (read.backup.status === "failed") throw new Error(`backup failed: ${read.backup.error}`);
     if (read.backup.status === "completed") return read.backup;
     await sleep(20);
@@ -90,52 +56,16 @@ async function probed(url: string, work: () => Promise<unknown>): Promise<{ seco
 
 async function runOn(database: "sqlite" | "postgres"): Promise<void> {
   console.log(`\n== ${database}: ${ITEMS} items, ${CHANGES} changes`);
-  const dataDir = mkdtempSync(path.join(tmpdir(), "plinth-restore-"));
-  const created = database === "postgres" ? await createDatabase(PG_ADMIN_URL, "plinth_restore") : undefined;
-  const port = await freePort(HOST);
-  const url = `http://${HOST}:${port}`;
-  const inherited = { ...process.env };
-  delete inherited.DATABASE_URL;
-  const child = spawnWatched(["--max-semi-space-size=32", path.join(ROOT, "dist/main.js")], {
-    cwd: ROOT,
-    env: {
-      ...inherited,
-      PORT: String(port),
-      HOST,
-      PUBLIC_URL: url,
-      DATA_DIR: dataDir,
-      LOG_LEVEL: "error",
-      AUTH_SECRET: "bench-secret-bench-secret-bench-secret-0123",
-      RATE_LIMIT_PER_MINUTE: "100000000",
-      ...(created ? { DATABASE_URL: created.url } : {}),
-    },
+  const { url, child, stop } = await startBenchPlinth({
+    root: ROOT,
+    dist: path.join(ROOT, "dist"),
+    database,
+    pgAdminUrl: PG_ADMIN_URL,
+    name: "restore",
   });
   try {
-    for (;;) {
-      if (!child.alive()) throw new Error(`plinth exited:\n${child.tail()}`);
-      if (
-        await fetch(`${url}/api/health`).then(
-          (r) => r.ok,
-          () => false,
-        )
-      )
-        break;
-      await sleep(50);
-    }
-    const cookie = await signUpCookie(url);
-    const { org } = await json(`${url}/api/org`, { method: "POST", cookie, body: JSON.stringify({ name: "Restore" }) });
-    const { project, adminToken } = await json(`${url}/api/org/${org.slug}/projects`, {
-      method: "POST",
-      cookie,
-      body: JSON.stringify({ name: "Big" }),
-    });
-    for (;;) {
-      const read = await json(`${url}/api/org/${org.slug}/projects/${project.slug}`, { cookie });
-      if (read.project.status === "active") break;
-      await sleep(100);
-    }
-    const ws = `${url}/w/${project.id}/api`;
-    await json(`${ws}/collections`, { method: "POST", token: adminToken, body: JSON.stringify({ slug: "big" }) });
+    const { cookie, org, project, adminToken, ws } = await benchProject(url, "Restore");
+    await apiJson(`${ws}/collections`, { method: "POST", token: adminToken, body: JSON.stringify({ slug: "big" }) });
     // A snapshot of the workspace with no items: restoring it, and then the full one, are the
     // worst cases (every row deleted, then every row inserted).
     const emptyBackup = await backUp(url, org.slug, project.slug, cookie);
@@ -144,7 +74,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     await inParallel(
       Array.from({ length: ITEMS }, (_, n) => n),
       async (n) => {
-        const { item } = await json(`${ws}/items/big`, {
+        const { item } = await apiJson(`${ws}/items/big`, {
           method: "POST",
           token: adminToken,
           body: JSON.stringify({ n, FILLER }),
@@ -181,7 +111,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
     const changed = ids.slice(0, CHANGES);
     await inParallel(changed, async (id) => {
       const half = Number.parseInt(id.slice(-1), 32) % 2 === 0;
-      await json(
+      await apiJson(
         `${ws}/items/big/${id}`,
         half
           ? { method: "DELETE", token: adminToken }
@@ -198,7 +128,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       ["forward again (undo)", afterChanges],
     ] as const) {
       const { seconds, stalledMs } = await probed(url, () =>
-        json(restorePath, { method: "POST", cookie, body: JSON.stringify({ timestamp }) }),
+        apiJson(restorePath, { method: "POST", cookie, body: JSON.stringify({ timestamp }) }),
       );
       console.log(
         `  PITR ${label}: ${seconds.toFixed(2)} s (target ≤ 2 s); slowest health answer meanwhile ${stalledMs.toFixed(0)} ms`,
@@ -209,7 +139,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       `  peak RSS ${(peakBefore / MB).toFixed(0)} MB before the restores, ${(peakAfter / MB).toFixed(0)} MB after`,
     );
     const { seconds, stalledMs } = await probed(url, () =>
-      json(`${backupsPath}/${backup.id}/restore`, { method: "POST", cookie }),
+      apiJson(`${backupsPath}/${backup.id}/restore`, { method: "POST", cookie }),
     );
     console.log(
       `  backup restore over the ${CHANGES} changes: ${seconds.toFixed(2)} s (target ≤ 5 s); slowest health answer meanwhile ${stalledMs.toFixed(0)} ms; ` +
@@ -219,7 +149,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       ["to the empty snapshot (every item deleted)", emptyBackup.id],
       [`to the ${ITEMS}-item snapshot (every item inserted)`, backup.id],
     ] as const) {
-      const full = await probed(url, () => json(`${backupsPath}/${id}/restore`, { method: "POST", cookie }));
+      const full = await probed(url, () => apiJson(`${backupsPath}/${id}/restore`, { method: "POST", cookie }));
       console.log(
         `  backup restore ${label}: ${full.seconds.toFixed(2)} s (target ≤ 5 s); slowest health answer meanwhile ` +
           `${full.stalledMs.toFixed(0)} ms; peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`,
@@ -231,7 +161,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       ["an instant before the changes", { at: beforeChanges }],
     ] as const) {
       const made = await probed(url, async () => {
-        const { branch } = await json(branchesPath, {
+        const { branch } = await apiJson(branchesPath, {
           method: "POST",
           cookie,
           body: JSON.stringify({ name: `bench-${label.length}`, ...extra }),
@@ -244,9 +174,7 @@ async function runOn(database: "sqlite" | "postgres"): Promise<void> {
       );
     }
   } finally {
-    await child.stop();
-    await created?.drop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await stop();
   }
 }
 

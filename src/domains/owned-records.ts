@@ -4,6 +4,7 @@ import type { Database } from "../db/schema.ts";
 import { forUpdateOn } from "../db/shapes.ts";
 import type { Deps } from "../deps.ts";
 import { NotFoundError } from "../errors.ts";
+import { isIdOf } from "../lib/ids.ts";
 
 /** Tables of records that an org or a project owns, deleted by setting `deleted_at`. */
 type OwnedTable = "integrations" | "webhooks";
@@ -63,4 +64,32 @@ export function ownedRecords<T extends OwnedTable>(table: T, noun: string) {
       return updated;
     },
   };
+}
+
+/** Tables of records a project owns and deletes outright: backups, branches, custom domains. */
+type ProjectRecordTable = "backups" | "branches" | "domains";
+
+/**
+ * The project's record `id` of `table`, or 404 (`<noun> not found`) for an id that cannot be
+ * one (its prefix is not `prefix`: nothing is looked up), an unknown one, or another project's.
+ */
+export async function findProjectRecord<T extends ProjectRecordTable>(
+  db: Db,
+  table: T,
+  prefix: string,
+  projectId: string,
+  id: string,
+  noun: string,
+): Promise<Selectable<Database[T]>> {
+  const row = isIdOf(prefix, id)
+    ? // biome-ignore lint/suspicious/noExplicitAny: the table is a type parameter
+      await (db as unknown as Kysely<any>)
+        .selectFrom(table)
+        .selectAll()
+        .where("id", "=", id)
+        .where("project_id", "=", projectId)
+        .executeTakeFirst()
+    : undefined;
+  if (!row) throw new NotFoundError(`${noun} not found`);
+  return row as Selectable<Database[T]>;
 }

@@ -4,13 +4,20 @@ import type { Db } from "../../db/database.ts";
 import type { BackupsTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, NotFoundError, PlanLimitError, publicErrorMessage, ValidationError } from "../../errors.ts";
-import { isIdOf, newId } from "../../lib/ids.ts";
+import { newId } from "../../lib/ids.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
+import { findProjectRecord } from "../owned-records.ts";
 import { planOf } from "../plans/service.ts";
-import { findProject, insertDeploy, type ProjectRow, projectEventPayload } from "../projects/service.ts";
+import {
+  assertWorkspaceSettled,
+  findProject,
+  insertDeploy,
+  type ProjectRow,
+  projectEventPayload,
+} from "../projects/service.ts";
 import { compareVersions } from "../projects/templates.ts";
 import { workspaceFile, workspaceFilesDir, workspaceSchema } from "../projects/workspace-db.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
@@ -29,13 +36,6 @@ import {
   snapshotSchema,
   takeSnapshot,
 } from "./snapshot.ts";
-
-/** A project a restore may act on: active or paused (its workspace exists and is not changing shape). */
-function assertRestorable(project: ProjectRow, what = "restored"): void {
-  if (project.status !== "active" && project.status !== "paused") {
-    throw new ConflictError(`project is ${project.status}; only an active or paused project can be ${what}`);
-  }
-}
 
 /**
  * The project a restore names. A deleted one is 409 rather than 404 (issue 21): it is there, in
@@ -110,7 +110,7 @@ export async function restoreToTimestamp({
 }) {
   authorize(ctx, "projects:lifecycle");
   const project = await findRestoreTarget(ctx, projectSlug);
-  assertRestorable(project);
+  assertWorkspaceSettled(project, "restored");
   const { earliest, latest } = await windowOf(ctx, project);
   const at = instantOf(input.timestamp);
   if (at < earliest.getTime() || at > latest.getTime()) {
@@ -290,7 +290,7 @@ export async function createBackup({
 }) {
   authorize(ctx, "projects:lifecycle");
   const project = await findProject(ctx, projectSlug);
-  assertRestorable(project, "backed up");
+  assertWorkspaceSettled(project, "backed up");
   const kind = input?.kind ?? "manual";
   const row = await inOrgTransaction(ctx, async (trx) => {
     if (kind === "manual") {
@@ -339,17 +339,8 @@ export async function listBackups({ ctx, projectSlug }: { ctx: OrgCtx; projectSl
   return { backups: rows.map(toBackup) };
 }
 
-async function findBackup(ctx: OrgCtx, project: ProjectRow, id: string): Promise<BackupRow> {
-  const row = isIdOf("bkp", id)
-    ? await ctx.deps.db
-        .selectFrom("backups")
-        .selectAll()
-        .where("id", "=", id)
-        .where("project_id", "=", project.id)
-        .executeTakeFirst()
-    : undefined;
-  if (!row) throw new NotFoundError("backup not found");
-  return row;
+function findBackup(ctx: OrgCtx, project: ProjectRow, id: string): Promise<BackupRow> {
+  return findProjectRecord(ctx.deps.db, "backups", "bkp", project.id, id, "backup");
 }
 
 export async function getBackup({ ctx, projectSlug, id }: { ctx: OrgCtx; projectSlug: string; id: string }) {
@@ -397,7 +388,7 @@ export async function restoreBackup({
   if (backup.status !== "completed") {
     throw new ConflictError(`backup is ${backup.status}; only a completed backup can be restored`);
   }
-  assertRestorable(project);
+  assertWorkspaceSettled(project, "restored");
   const { deps } = ctx;
   if (compareVersions(backup.template_version, project.template_version) < 0) {
     try {

@@ -3,7 +3,7 @@ import type { Selectable } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
 import type { BranchesTable } from "../../db/schema.ts";
 import { ConflictError, NotFoundError, PlanLimitError, publicErrorMessage, ValidationError } from "../../errors.ts";
-import { isIdOf, newId } from "../../lib/ids.ts";
+import { newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import { historyInstant } from "../backups/history.ts";
@@ -11,7 +11,8 @@ import { instantOf, windowOf } from "../backups/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
-import { findProject, type ProjectRow } from "../projects/service.ts";
+import { findProjectRecord } from "../owned-records.ts";
+import { assertWorkspaceSettled, findProject, type ProjectRow } from "../projects/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { WorkspacePool } from "../workspace/pool.ts";
 import { copyWorkspace, dropCopy } from "./copy.ts";
@@ -38,25 +39,9 @@ function toBranch(row: BranchRow, publicUrl: string): Branch {
   };
 }
 
-/** A project a branch may be copied from: active or paused (its workspace exists and is not changing shape). */
-function assertBranchable(project: ProjectRow): void {
-  if (project.status !== "active" && project.status !== "paused") {
-    throw new ConflictError(`project is ${project.status}; only an active or paused project can be branched`);
-  }
-}
-
 /** The project's branch `id`; 404 for an unknown id or another project's. */
-async function findBranch(ctx: OrgCtx, project: ProjectRow, id: string): Promise<BranchRow> {
-  const row = isIdOf("brn", id)
-    ? await ctx.deps.db
-        .selectFrom("branches")
-        .selectAll()
-        .where("id", "=", id)
-        .where("project_id", "=", project.id)
-        .executeTakeFirst()
-    : undefined;
-  if (!row) throw new NotFoundError("branch not found");
-  return row;
+function findBranch(ctx: OrgCtx, project: ProjectRow, id: string): Promise<BranchRow> {
+  return findProjectRecord(ctx.deps.db, "branches", "brn", project.id, id, "branch");
 }
 
 function branchEventPayload(project: ProjectRow, row: BranchRow) {
@@ -125,7 +110,7 @@ export async function createBranch({
   authorize(ctx, "projects:lifecycle");
   const { deps } = ctx;
   const project = await findProject(ctx, projectSlug);
-  assertBranchable(project);
+  assertWorkspaceSettled(project, "branched");
   const instant = await sourceInstant(ctx, project, input.at);
   const token = `wsa_${randomHex(32)}`;
   const now = deps.clock.now();
@@ -197,7 +182,7 @@ export async function resetBranch({
 }) {
   authorize(ctx, "projects:lifecycle");
   const project = await findProject(ctx, projectSlug);
-  assertBranchable(project);
+  assertWorkspaceSettled(project, "branched");
   const branch = await findBranch(ctx, project, id);
   const now = ctx.deps.clock.now().toISOString();
   // From active or failed only: a compare-and-set, so two resets (or a reset of a branch still

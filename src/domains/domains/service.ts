@@ -3,15 +3,16 @@ import { DAY_MS } from "../../clock.ts";
 import { type Db, isUniqueViolation } from "../../db/database.ts";
 import type { DomainsTable } from "../../db/schema.ts";
 import type { Deps } from "../../deps.ts";
-import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from "../../errors.ts";
+import { ConflictError, PlanLimitError, ValidationError } from "../../errors.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
-import { isIdOf, newId } from "../../lib/ids.ts";
+import { newId } from "../../lib/ids.ts";
 import { randomHex } from "../../lib/tokens.ts";
 import { recordAudit, recordSystemAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
+import { findProjectRecord } from "../owned-records.ts";
 import { findProject, type ProjectRow } from "../projects/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import { type ChallengeResult, checkChallenge } from "./dns.ts";
@@ -141,17 +142,8 @@ export async function listDomains({ ctx, projectSlug }: { ctx: OrgCtx; projectSl
   return { domains: rows.map((row) => toDomain(row, ctx.deps)) };
 }
 
-async function findDomain(ctx: OrgCtx, project: ProjectRow, id: string): Promise<DomainRow> {
-  const row = isIdOf("dom", id)
-    ? await ctx.deps.db
-        .selectFrom("domains")
-        .selectAll()
-        .where("id", "=", id)
-        .where("project_id", "=", project.id)
-        .executeTakeFirst()
-    : undefined;
-  if (!row) throw new NotFoundError("domain not found");
-  return row;
+function findDomain(ctx: OrgCtx, project: ProjectRow, id: string): Promise<DomainRow> {
+  return findProjectRecord(ctx.deps.db, "domains", "dom", project.id, id, "domain");
 }
 
 export async function deleteDomain({ ctx, projectSlug, id }: { ctx: OrgCtx; projectSlug: string; id: string }) {

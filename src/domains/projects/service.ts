@@ -95,6 +95,16 @@ export async function projectSummaries(deps: Deps, orgId: string, limit: number)
   }));
 }
 
+/**
+ * 409 unless the project's workspace exists and is not changing shape (active or paused): what
+ * backups, restores and branches need. `what`: what cannot be done otherwise (`restored`).
+ */
+export function assertWorkspaceSettled(project: Pick<ProjectRow, "status">, what: string): void {
+  if (project.status !== "active" && project.status !== "paused") {
+    throw new ConflictError(`project is ${project.status}; only an active or paused project can be ${what}`);
+  }
+}
+
 export async function findProject(ctx: OrgCtx, projectSlug: string): Promise<ProjectRow> {
   const row = await ctx.deps.db
     .selectFrom("projects")
