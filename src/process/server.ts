@@ -10,7 +10,7 @@ import { createAuth } from "../auth/better-auth.ts";
 import { ConsoleSessions } from "../auth/console-sessions.ts";
 import { resolveAuthSecret } from "../auth/secret.ts";
 import type { Deps } from "../deps.ts";
-import { customDomainUrl } from "../domains/domains/hosts.ts";
+import { customDomainRouter } from "../domains/domains/hosts.ts";
 import { TenantErrorRecorder } from "../domains/tenant-errors/recorder.ts";
 import { UsageMeter } from "../domains/usage/meter.ts";
 import { WorkspaceDispatcher } from "../domains/workspace/dispatch.ts";
@@ -73,6 +73,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   // (a worker thread sweeps as it starts).
   if (worker) void dispatcher.sweep().catch((error: unknown) => log.error({ err: error }, "start-up sweep failed"));
   const inFlight = new InFlight();
+  const routeCustomDomain = customDomainRouter(deps);
   const tenantErrors = new TenantErrorRecorder(deps);
   const meter = new UsageMeter(deps);
   const app = createApp({
@@ -95,12 +96,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       }
       return inFlight.track(outgoing, async () => {
         // A custom domain's host: `/api/…` there is its project's workspace API.
-        const rewritten = await customDomainUrl(deps, new URL(request.url), incoming.headers.host).catch(
-          (error: unknown) => {
+        const lookup = routeCustomDomain(request.url, incoming.headers.host);
+        const rewritten =
+          lookup &&
+          (await lookup.catch((error: unknown) => {
             log.error({ err: error }, "looking a custom domain up failed");
             return null;
-          },
-        );
+          }));
         const routed = rewritten
           ? new Request(rewritten, {
               method: request.method,

@@ -46,17 +46,24 @@ export async function projectOfHost(deps: Deps, host: string, ownHost: string): 
 }
 
 /**
- * Where a request to a custom domain goes: `/api/…` on an active domain's host is the project's
- * workspace API (`/w/{projectId}/api/…`). Null when the request is not for a custom domain.
+ * Where requests to custom domains go: `/api/…` on an active domain's host is the project's
+ * workspace API (`/w/{projectId}/api/…`). The router answers null at once, with nothing parsed
+ * or awaited, for the requests most servers only ever see: to this deployment's own host, an IP
+ * address or a bare name; else a promise of the rewritten URL, or of null.
  */
-export async function customDomainUrl(deps: Deps, url: URL, hostHeader: string | undefined): Promise<URL | null> {
-  const host = hostOf(hostHeader);
-  if (host === null) return null;
+export function customDomainRouter(deps: Deps) {
   const ownHost = new URL(deps.config.publicUrl).hostname.toLowerCase();
-  const projectId = await projectOfHost(deps, host, ownHost);
-  if (projectId === null) return null;
-  if (url.pathname !== "/api" && !url.pathname.startsWith("/api/")) return null;
-  const rewritten = new URL(url);
-  rewritten.pathname = `/w/${projectId}${url.pathname}`;
-  return rewritten;
+  return (url: string, hostHeader: string | undefined): Promise<string | null> | null => {
+    const host = hostOf(hostHeader);
+    if (host === null || host === ownHost || host === "localhost" || isIP(host) !== 0 || !host.includes(".")) {
+      return null;
+    }
+    return projectOfHost(deps, host, ownHost).then((projectId) => {
+      if (projectId === null) return null;
+      const rewritten = new URL(url);
+      if (rewritten.pathname !== "/api" && !rewritten.pathname.startsWith("/api/")) return null;
+      rewritten.pathname = `/w/${projectId}${rewritten.pathname}`;
+      return rewritten.toString();
+    });
+  };
 }
