@@ -35,6 +35,7 @@ import { docsRoutes } from "./http/docs.ts";
 import { codeOf, errorResponse } from "./http/envelope.ts";
 import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "./http/idempotency.ts";
 import { identifyCaller } from "./http/identify.ts";
+import { IN_PROCESS } from "./http/in-process.ts";
 import { declaredSecurity, isPublic, type Security } from "./http/operations.ts";
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
@@ -42,6 +43,8 @@ import { requestContext } from "./http/request-context.ts";
 import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 import type { SignInFailures } from "./http/sign-in-failures.ts";
+import { mcpRoutes } from "./mcp/routes.ts";
+import { type McpTool, resolveTools } from "./mcp/tools.ts";
 
 const API_VERSION = "0.0.1";
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -170,7 +173,30 @@ export function createApp({
     .route("/", domainRoutes(deps))
     .route("/", usageRoutes(deps))
     .route("/", alarmRoutes(deps))
-    .route("/", branchRoutes(deps, workspace.pool));
+    .route("/", branchRoutes(deps, workspace.pool))
+    .route(
+      "/",
+      mcpRoutes(
+        () =>
+          (tools ??= resolveTools({
+            control: { router: api, document: controlDocument() },
+            workspace: { document: workspaceDoc() },
+          })),
+        async (c, request) => {
+          const headers: Record<string, string> = { "x-request-id": c.get("requestId") };
+          if (request.body !== undefined) headers["content-type"] = "application/json";
+          const inner = new Request(new URL(request.path, config.publicUrl), {
+            method: request.method,
+            headers,
+            ...(request.body !== undefined ? { body: JSON.stringify(request.body) } : {}),
+          });
+          const principal = c.get("principal");
+          if (principal?.type !== "api_key") throw new Error("an MCP call without its API key");
+          return app.fetch(inner, { [IN_PROCESS]: { principal, clientIp: c.get("clientIp") } });
+        },
+      ),
+    );
+  let tools: McpTool[] | undefined;
 
   documentOrgEvents(api);
   api.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", {
@@ -186,9 +212,9 @@ export function createApp({
     description: "An organization API key: `Authorization: Bearer pak_…`.",
   });
 
-  let document: unknown;
-  api.openapi(openApiRoute, (c) => {
-    document ??= withIdempotencyKeyHeader(
+  let document: Record<string, unknown> | undefined;
+  const controlDocument = () =>
+    (document ??= withIdempotencyKeyHeader(
       withOperationIds(
         api.getOpenAPI31Document({
           openapi: "3.1.0",
@@ -200,14 +226,12 @@ export function createApp({
           servers: [{ url: "/api" }],
         }),
       ),
-    );
-    return c.json(document as Record<string, unknown>, 200);
-  });
-  let workspaceDoc: unknown;
-  api.openapi(workspaceOpenApiRoute, (c) => {
-    workspaceDoc ??= workspaceDocument(workspaceApi, API_VERSION);
-    return c.json(workspaceDoc as Record<string, unknown>, 200);
-  });
+    ) as unknown as Record<string, unknown>);
+  api.openapi(openApiRoute, (c) => c.json(controlDocument(), 200));
+  let workspaceDocumentBuilt: Record<string, unknown> | undefined;
+  const workspaceDoc = () =>
+    (workspaceDocumentBuilt ??= workspaceDocument(workspaceApi, API_VERSION) as unknown as Record<string, unknown>);
+  api.openapi(workspaceOpenApiRoute, (c) => c.json(workspaceDoc(), 200));
   api.route("/", docsRoutes());
 
   const app = createRouter();

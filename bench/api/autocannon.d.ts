@@ -8,6 +8,7 @@ declare module "autocannon" {
     pipelining?: number;
     method?: string;
     headers?: Record<string, string>;
+    body?: string;
     /** Milliseconds. */
     timeout?: number;
     title?: string;

@@ -2,11 +2,12 @@ import type { HttpBindings } from "@hono/node-server";
 import type { OrgAccess } from "../domains/orgs/access.ts";
 import type { AppError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
+import type { IN_PROCESS, InProcessCall } from "./in-process.ts";
 import type { Principal } from "./principal.ts";
 
 export interface AppEnv {
   /** The Node request and response, from @hono/node-server (absent under other runtimes). */
-  Bindings: Partial<HttpBindings>;
+  Bindings: Partial<HttpBindings> & { [IN_PROCESS]?: InProcessCall };
   Variables: {
     requestId: string;
     log: Logger;

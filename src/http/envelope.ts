@@ -49,6 +49,8 @@ export function errorBody(code: ErrorCode, message: string, details?: unknown, r
 export function errorResponse(c: Context, code: ErrorCode, message: string, details?: unknown): Response {
   // Unavailable for a moment (every workspace slot busy, a shutdown): worth a retry soon.
   if (code === "UNAVAILABLE") c.header("Retry-After", "1");
+  // RFC 9110 §15.5.2: a 401 names the scheme that would be accepted (MCP clients read it).
+  if (code === "UNAUTHORIZED") c.header("WWW-Authenticate", 'Bearer realm="plinth"');
   // For the tenant errors of a workspace request (see TenantErrorRecorder).
   c.set("answeredError", { code, message });
   return c.json(errorBody(code, message, details, c.get("requestId") as string | undefined), statusOf(code));

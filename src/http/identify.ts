@@ -4,6 +4,7 @@ import type { Deps } from "../deps.ts";
 import { authenticateApiKey } from "../domains/api-keys/service.ts";
 import { AppError, UnauthorizedError } from "../errors.ts";
 import type { AppEnv } from "./context.ts";
+import { inProcessCall } from "./in-process.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -15,6 +16,11 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
  * ago), so that path costs no await.
  */
 export function identifyCaller(deps: Deps, sessions: ConsoleSessions, c: Context<AppEnv>): Promise<void> | undefined {
+  const call = inProcessCall(c);
+  if (call) {
+    c.set("principal", call.principal);
+    return undefined;
+  }
   const authorization = c.req.header("authorization");
   if (authorization) {
     const token = BEARER.exec(authorization)?.[1];

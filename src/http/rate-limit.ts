@@ -5,6 +5,7 @@ import type { Database } from "../db/schema.ts";
 import { RateLimitedError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./context.ts";
+import { inProcessCall } from "./in-process.ts";
 import { setResponseHeader } from "./response-headers.ts";
 
 export interface RateDecision {
@@ -340,6 +341,8 @@ export function limitRate<E extends AppEnv>(
   bucket: string,
   limit: number,
 ): Promise<void> | undefined {
+  // Counted once, as the request that made it (an MCP tool call).
+  if (inProcessCall(c)) return undefined;
   const decision = limiter.hit(bucket, limit);
   if (decision instanceof Promise) return decision.then((settled) => applyRateDecision(c, settled));
   applyRateDecision(c, decision);

@@ -5,6 +5,7 @@ import { clientAddressFinder, type TrustProxy } from "../lib/client-address.ts";
 import { normalizeIp, rateKeyOf } from "../lib/ip.ts";
 import type { Logger } from "../logger.ts";
 import type { AppEnv } from "./context.ts";
+import { inProcessCall } from "./in-process.ts";
 import { setResponseHeader } from "./response-headers.ts";
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -28,7 +29,8 @@ export function requestContext(log: Logger, trustProxy: TrustProxy): MiddlewareH
     const started = performance.now();
     const incoming = c.req.header("x-request-id");
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    const clientIp = clientAddress(peerOf(c), c.req.header("x-forwarded-for"));
+    const call = inProcessCall(c);
+    const clientIp = call ? call.clientIp : clientAddress(peerOf(c), c.req.header("x-forwarded-for"));
     c.set("requestId", requestId);
     c.set("clientIp", clientIp);
     c.set("clientRateKey", rateKeyOf(clientIp));

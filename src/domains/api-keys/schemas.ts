@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { MCP_TOOL_NAMES } from "../../mcp/catalog.ts";
 import { nameText } from "../fields.ts";
 
 const KEY_SCOPES = ["full", "deploy", "read-only"] as const;
@@ -11,8 +12,21 @@ export const ApiKeyInput = z
     name: nameText(1, 60),
     scope: z.enum(KEY_SCOPES),
     expiresInDays: z.number().int().positive().max(MAX_KEY_LIFETIME_DAYS).optional(),
-    // SPEC: "array of string (each max 80), max 64 items"; an empty name matches no tool.
-    mcpTools: z.array(z.string().max(80)).max(64).optional(),
+    // SPEC: "array of string (each max 80), max 64 items", each the name of a tool (DESIGN §13).
+    mcpTools: z
+      .array(
+        z
+          .string()
+          .max(80)
+          .refine((name) => MCP_TOOL_NAMES.has(name), "is not an MCP tool; GET /api/mcp/tools lists them"),
+      )
+      .max(64)
+      .optional()
+      .openapi({
+        description:
+          "Pins the key to these MCP tools (empty or absent: every tool its scope allows). One of: " +
+          [...MCP_TOOL_NAMES].map((name) => `\`${name}\``).join(", "),
+      }),
   })
   .openapi("ApiKeyInput");
 

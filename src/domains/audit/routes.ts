@@ -24,8 +24,13 @@ const AuditQuery = z.object({
   limit: z
     .string()
     .optional()
-    .openapi({ description: `1..${AUDIT_MAX_LIMIT}, default ${AUDIT_DEFAULT_LIMIT}` }),
-  offset: z.string().optional().openapi({ description: "Rows to skip, default 0" }),
+    .openapi({
+      type: "integer",
+      minimum: 1,
+      maximum: AUDIT_MAX_LIMIT,
+      description: `1..${AUDIT_MAX_LIMIT}, default ${AUDIT_DEFAULT_LIMIT}`,
+    }),
+  offset: z.string().optional().openapi({ type: "integer", minimum: 0, description: "Rows to skip, default 0" }),
 });
 
 const listAuditRoute = createRoute({

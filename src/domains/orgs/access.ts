@@ -103,6 +103,12 @@ export function orgNotFound(): NotFoundError {
   return new NotFoundError("organization not found");
 }
 
+/** Whether an API key of `scope` may perform an operation needing `permission` (keys act as admin). */
+export function scopeAllows(scope: KeyScope, permission: PermissionName): boolean {
+  const rule: Permission = PERMISSIONS[permission];
+  return SCOPE_ALLOWS[scope].has(rule.access) && hasRole(KEY_ROLE, rule.role);
+}
+
 /** Throws 403 unless the caller's role and (for keys) scope allow the operation. */
 export function authorize(access: OrgAccess, permission: PermissionName): void {
   const rule: Permission = PERMISSIONS[permission];

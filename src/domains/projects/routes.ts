@@ -162,7 +162,7 @@ export function projectRoutes(deps: Deps) {
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await updateProject({ ctx, projectSlug, input: c.req.valid("json") }), 200);
     })
-    .openapi(routes.remove, async (c) => {
+    .openapi({ ...routes.remove, middleware: requires(deps, "projects:delete") }, async (c) => {
       const { slug, projectSlug } = c.req.valid("param");
       await deleteProject({ ctx: await orgCtx(c, deps, slug), projectSlug });
       return c.json({ ok: true }, 200);

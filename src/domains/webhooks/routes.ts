@@ -106,7 +106,7 @@ export function webhookRoutes(deps: Deps) {
       const ctx = await orgCtx(c, deps, slug);
       return c.json(await updateWebhook({ ctx, id, input: c.req.valid("json") }), 200);
     })
-    .openapi(routes.remove, async (c) => {
+    .openapi({ ...routes.remove, middleware: requires(deps, "webhooks:manage") }, async (c) => {
       const { slug, id } = c.req.valid("param");
       await deleteWebhook({ ctx: await orgCtx(c, deps, slug), id });
       return c.body(null, 204);

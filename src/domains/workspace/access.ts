@@ -4,6 +4,8 @@ import { preparedRead } from "../../db/compiled.ts";
 import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError } from "../../errors.ts";
 import type { AppEnv } from "../../http/context.ts";
+import { inProcessCall } from "../../http/in-process.ts";
+import type { ApiKeyPrincipal } from "../../http/principal.ts";
 import type { RateLimiter } from "../../http/rate-limit.ts";
 import type { SignInFailures } from "../../http/sign-in-failures.ts";
 import { isIdOf } from "../../lib/ids.ts";
@@ -187,6 +189,8 @@ async function resolveCaller<E extends AppEnv>(
   anonymous: boolean,
 ): Promise<WorkspaceCaller> {
   const { deps } = runtime;
+  const call = inProcessCall(c);
+  if (call) return keyCaller(call.principal, project);
   const authorization = c.req.header("authorization");
   if (authorization) {
     const token = BEARER.exec(authorization)?.[1];
@@ -195,12 +199,7 @@ async function resolveCaller<E extends AppEnv>(
       if (sha256Hex(token) !== project.admin_token_hash) throw new UnauthorizedError("invalid admin token");
       return { kind: "admin", via: "admin_token", id: project.id, readOnly: false };
     }
-    if (token.startsWith("pak_")) {
-      const key = await authenticateApiKey(deps, token, c.get("clientIp"));
-      if (key.org.id !== project.org_id) throw new NotFoundError("project not found");
-      // A key acts as admin narrowed by its scope: managing a workspace is beyond a deploy key.
-      return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope !== "full" };
-    }
+    if (token.startsWith("pak_")) return keyCaller(await authenticateApiKey(deps, token, c.get("clientIp")), project);
     const tokenHash = sha256Hex(token);
     if (!db) throw new UnauthorizedError("invalid or expired token");
     // Only a session whose user still exists: a sign-in that overlapped the user's deletion
@@ -231,6 +230,12 @@ async function resolveCaller<E extends AppEnv>(
     throw new ForbiddenError("only the org's admins and owners act as workspace admin");
   }
   return { kind: "anonymous" };
+}
+
+function keyCaller(key: ApiKeyPrincipal, project: WorkspaceProject): WorkspaceCaller {
+  if (key.org.id !== project.org_id) throw new NotFoundError("project not found");
+  // A key acts as admin narrowed by its scope: managing a workspace is beyond a deploy key.
+  return { kind: "admin", via: "api_key", id: key.keyId, readOnly: key.scope !== "full" };
 }
 
 /** Who the audit log names for a workspace caller: the admin (by token, key or account), or the workspace. */
