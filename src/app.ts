@@ -12,6 +12,7 @@ import { alarmRoutes } from "./domains/alarms/routes.ts";
 import { apiKeyRoutes } from "./domains/api-keys/routes.ts";
 import { auditRoutes } from "./domains/audit/routes.ts";
 import { backupRoutes } from "./domains/backups/routes.ts";
+import { billingRoutes } from "./domains/billing/routes.ts";
 import { branchRoutes } from "./domains/branches/routes.ts";
 import { domainRoutes } from "./domains/domains/routes.ts";
 import { exportRoutes } from "./domains/exports/routes.ts";
@@ -173,6 +174,7 @@ export function createApp({
     .route("/", domainRoutes(deps))
     .route("/", usageRoutes(deps))
     .route("/", alarmRoutes(deps))
+    .route("/", billingRoutes(deps))
     .route("/", branchRoutes(deps, workspace.pool))
     .route(
       "/",

@@ -108,7 +108,14 @@ const EnvSchema = z.object({
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
   DNS_SERVERS: z.string().optional(),
   DOMAIN_VERIFY_DAYS: days(1).default(7),
+  BILLING_PROVIDER: z.enum(["none", "test", "stripe"]).default("none"),
+  STRIPE_SECRET_KEY: z.string().optional(),
+  STRIPE_WEBHOOK_SECRET: z.string().optional(),
+  STRIPE_API_BASE: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).optional(),
 });
+
+/** Environment variables naming a Stripe price: `STRIPE_PRICE_PRO_MONTHLY`, `STRIPE_PRICE_PACK_R2`, … */
+const STRIPE_PRICE = /^STRIPE_PRICE_([A-Z0-9_]+)$/;
 
 export type Config = {
   port: number;
@@ -164,6 +171,17 @@ export type Config = {
   dnsServers: string[] | undefined;
   /** Days a custom domain may stay unverified before it is `failed`. */
   domainVerifyDays: number;
+  billing: {
+    provider: "none" | "test" | "stripe";
+    stripe?: {
+      secretKey: string;
+      webhookSecret: string;
+      /** Where the Stripe API is reached (tests: a local stand-in); unset: Stripe's. */
+      apiBase: string | undefined;
+      /** Price ids by `<plan>:<interval>` (`pro:monthly`) and `pack:<type>` (`pack:r2`). */
+      prices: Record<string, string>;
+    };
+  };
 };
 
 export class ConfigError extends Error {}
@@ -201,7 +219,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `invalid configuration: DEFAULT_PLAN: no plan "${e.DEFAULT_PLAN}" in the catalog (${plans.map((p) => p.id).join(", ")})`,
     );
   }
+  let stripe: Config["billing"]["stripe"];
+  if (e.BILLING_PROVIDER === "stripe") {
+    if (!e.STRIPE_SECRET_KEY || !e.STRIPE_WEBHOOK_SECRET) {
+      throw new ConfigError(
+        "invalid configuration: BILLING_PROVIDER=stripe needs STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET",
+      );
+    }
+    const prices: Record<string, string> = {};
+    for (const [name, value] of Object.entries(present)) {
+      const key = STRIPE_PRICE.exec(name)?.[1];
+      if (!key || value === undefined) continue;
+      const pack = /^PACK_(.+)$/.exec(key)?.[1];
+      const plan = /^(.+)_(MONTHLY|ANNUAL)$/.exec(key);
+      if (pack) prices[`pack:${pack.toLowerCase()}`] = value;
+      else if (plan) prices[`${plan[1]?.toLowerCase()}:${plan[2]?.toLowerCase()}`] = value;
+    }
+    stripe = {
+      secretKey: e.STRIPE_SECRET_KEY,
+      webhookSecret: e.STRIPE_WEBHOOK_SECRET,
+      apiBase: e.STRIPE_API_BASE,
+      prices,
+    };
+  }
   return {
+    billing: { provider: e.BILLING_PROVIDER, ...(stripe ? { stripe } : {}) },
     port: e.PORT,
     host: e.HOST,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),

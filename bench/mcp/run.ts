@@ -97,6 +97,14 @@ async function runDatabase(database: "sqlite" | "postgres") {
         body: rpc("tools/call", { name: "get_project", arguments: { projectSlug: project.slug } }),
         expect: project.id,
       },
+      // The SDK's own cost: a server and transport answering a ping, which runs no tool.
+      "MCP ping": {
+        method: "POST",
+        url: `${url}/api/mcp`,
+        headers: mcpHeaders,
+        body: rpc("ping", {}),
+        expect: '"result":{}',
+      },
       "MCP tools/list": {
         method: "POST",
         url: `${url}/api/mcp`,
@@ -114,7 +122,7 @@ async function runDatabase(database: "sqlite" | "postgres") {
       console.log(`\n== ${database}, round ${round}`);
       for (const [label, load] of Object.entries(loads)) {
         const figures = await measure(load, DURATION);
-        (all[label] ??= []).push(figures);
+        all[label] = [...(all[label] ?? []), figures];
         console.log(
           `  ${label.padEnd(18)} ${figures.rps.toFixed(0).padStart(6)} req/s  p50 ${String(figures.p50).padStart(3)} ms` +
             `  p99 ${String(figures.p99).padStart(3)} ms${figures.failed > 0 ? `  (${figures.failed} failed)` : ""}`,
@@ -128,7 +136,9 @@ async function runDatabase(database: "sqlite" | "postgres") {
     const rest = mean("REST GET project");
     console.log(`\n  ${database}: mean req/s over ${ROUNDS} rounds`);
     for (const label of Object.keys(loads)) {
-      console.log(`    ${label.padEnd(18)} ${mean(label).toFixed(0).padStart(6)}  cost ×${(rest / mean(label)).toFixed(2)}`);
+      console.log(
+        `    ${label.padEnd(18)} ${mean(label).toFixed(0).padStart(6)}  cost ×${(rest / mean(label)).toFixed(2)}`,
+      );
     }
     console.log(`    peak RSS ${(memoryOf(child.pid).hwm / MB).toFixed(0)} MB`);
   } finally {

@@ -17,6 +17,7 @@ import { branches } from "./migrations/0014-branches.ts";
 import { tenantErrors } from "./migrations/0015-tenant-errors.ts";
 import { domains } from "./migrations/0016-domains.ts";
 import { usageAndAlarms } from "./migrations/0017-usage-alarms.ts";
+import { billing } from "./migrations/0018-billing.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -38,6 +39,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0015-tenant-errors": tenantErrors(),
     "0016-domains": domains(),
     "0017-usage-alarms": usageAndAlarms(),
+    "0018-billing": billing(),
   };
 }
 

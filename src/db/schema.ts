@@ -250,6 +250,85 @@ export interface AlarmsTable {
   created_at: string;
 }
 
+export interface SubscriptionsTable {
+  org_id: string;
+  plan_id: string;
+  /** `monthly` or `annual`. */
+  interval: string;
+  /** `active`, `past_due` or `canceled`. */
+  status: string;
+  current_period_start: string;
+  current_period_end: string;
+  cancel_at_period_end: number;
+  /** `test` or `stripe`. */
+  provider: string;
+  provider_subscription_id: string | null;
+  /** Unix seconds of the last provider event applied. */
+  provider_event_at: number | string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface CheckoutsTable {
+  id: string;
+  org_id: string;
+  /** `plan` or `pack`. */
+  kind: string;
+  plan_id: string | null;
+  interval: string | null;
+  pack_type: string | null;
+  /** `open`, `completed` or `expired`. */
+  status: string;
+  url: string;
+  provider: string;
+  /** The provider's own id for it (a Stripe Checkout Session's). */
+  provider_ref: string | null;
+  expires_at: string;
+  completed_at: string | null;
+  created_by: string;
+  created_at: string;
+}
+
+export interface InvoicesTable {
+  id: string;
+  org_id: string;
+  number: string;
+  /** `paid`, `open` or `void`. */
+  status: string;
+  amount_cents: number | string;
+  currency: string;
+  period_start: string;
+  period_end: string;
+  /** JSON: `[{description, amountCents}]`. */
+  lines: string;
+  provider_ref: string | null;
+  created_at: string;
+}
+
+export interface PacksTable {
+  id: string;
+  org_id: string;
+  /** The metric it adds to: `requests`, `neurons`, `r2` or `d1`. */
+  type: string;
+  amount: number | string;
+  period_start: string;
+  period_end: string;
+  checkout_id: string;
+  created_at: string;
+}
+
+export interface BillingCustomersTable {
+  org_id: string;
+  provider: string;
+  customer_id: string;
+}
+
+export interface BillingEventsTable {
+  provider: string;
+  event_id: string;
+  received_at: string;
+}
+
 export interface WebhooksTable {
   id: string;
   org_id: string;
@@ -377,4 +456,10 @@ export interface Database {
   domains: DomainsTable;
   usage_daily: UsageDailyTable;
   alarms: AlarmsTable;
+  subscriptions: SubscriptionsTable;
+  checkouts: CheckoutsTable;
+  invoices: InvoicesTable;
+  packs: PacksTable;
+  billing_customers: BillingCustomersTable;
+  billing_events: BillingEventsTable;
 }

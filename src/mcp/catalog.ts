@@ -224,6 +224,16 @@ export const TOOL_CATALOG: readonly ToolEntry[] = [
     "The org's usage per project and day over a range (`from`, `to`), deleted projects included.",
   ),
   control(
+    "get_subscription",
+    "GET /org/{slug}/billing/subscription",
+    "The org's subscription (plan, interval, status, current period, whether it ends at the period's end), or null on the default plan.",
+  ),
+  control(
+    "list_invoices",
+    "GET /org/{slug}/billing/invoices",
+    "The org's invoices, newest first, with their amounts and lines.",
+  ),
+  control(
     "create_alarm",
     "POST /org/{slug}/alarms",
     "Be notified when a usage metric reaches `thresholdPct` percent of the plan's limit. Needs a full key.",

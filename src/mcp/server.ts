@@ -59,11 +59,10 @@ export async function answerMcp(
   });
   const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
   await server.connect(transport);
-  try {
-    return await transport.handleRequest(request, body === undefined ? {} : { parsedBody: body });
-  } finally {
-    await server.close();
-  }
+  // Not closed afterwards: once the answer is out, the server and transport hold no timer or
+  // pending request, and are collected. Closing them aborts the handler's signal and builds a
+  // "connection closed" error per request.
+  return transport.handleRequest(request, body === undefined ? {} : { parsedBody: body });
 }
 
 /** Why `key` may not call `tool`, or null when it may. */
@@ -95,17 +94,9 @@ function listing(tool: McpTool): Tool {
 /** The route's answer as a tool result: its JSON as text and as structured content; an error envelope as a tool error. */
 async function toolResult(response: Response): Promise<CallToolResult> {
   const text = await response.text();
-  let json: unknown;
-  try {
-    json = text ? JSON.parse(text) : { ok: true };
-  } catch {
-    json = { text };
-  }
-  const structured = (
-    typeof json === "object" && json !== null && !Array.isArray(json) ? json : { result: json }
-  ) as Record<string, unknown>;
-  if (response.ok)
-    return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured };
+  // Every answer of the API is a JSON object, or empty (204).
+  const structured = (text ? JSON.parse(text) : { ok: true }) as Record<string, unknown>;
+  if (response.ok) return { content: [{ type: "text", text: text || '{"ok":true}' }], structuredContent: structured };
   const error = (structured as { error?: { code?: string; message?: string; details?: unknown } }).error;
   return toolError(describeError(response.status, error), structured);
 }

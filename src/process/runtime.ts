@@ -5,6 +5,7 @@ import { migrateToLatest } from "../db/migrate.ts";
 import type { Deps } from "../deps.ts";
 import { alarmJobs, alarmSchedule } from "../domains/alarms/service.ts";
 import { historyJobs, historySchedule } from "../domains/backups/jobs.ts";
+import { billingJobs, billingSchedule } from "../domains/billing/jobs.ts";
 import { branchJobs, branchSchedule } from "../domains/branches/jobs.ts";
 import { domainJobs, domainSchedule } from "../domains/domains/service.ts";
 import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
@@ -87,6 +88,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
       ...domainJobs(deps),
       ...usageJobs(deps),
       ...alarmJobs(deps),
+      ...billingJobs(deps),
       ...branchJobs(deps, store),
       ...exportJobs(deps),
     },
@@ -104,6 +106,7 @@ export function createWorker(deps: Deps, dispatcher: WorkspaceDispatcher, store:
         ...domainSchedule,
         ...usageSchedule,
         ...alarmSchedule,
+        ...billingSchedule,
         ...branchSchedule,
         ...exportSchedule,
       ],

@@ -9,7 +9,7 @@ import { isIdOf, newId } from "../../lib/ids.ts";
 import { recordAudit, recordSystemAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
-import { billingPeriod, orgUsage } from "../usage/service.ts";
+import { orgUsage } from "../usage/service.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 
 type AlarmRow = Selectable<AlarmsTable>;
@@ -134,10 +134,11 @@ export async function evaluateAlarms(deps: Deps): Promise<void> {
     .execute();
   const byOrg = new Map<string, typeof alarms>();
   for (const alarm of alarms) byOrg.set(alarm.org_id, [...(byOrg.get(alarm.org_id) ?? []), alarm]);
-  const periodStart = billingPeriod(deps.clock.now()).start.toISOString();
   for (const [orgId, orgAlarms] of byOrg) {
     try {
       const usage = await orgUsage(deps, { id: orgId, plan_id: orgAlarms[0]?.plan_id as string });
+      // The org's own period: its subscription's, or the calendar month.
+      const periodStart = usage.periodStart;
       for (const alarm of orgAlarms) {
         const metric = usage.metrics[alarm.metric as "requests" | "d1" | "r2"];
         if (!metric || metric.pct < Number(alarm.threshold_pct)) continue;

@@ -55,6 +55,9 @@ const PERMISSIONS = {
   "webhooks:manage": { role: "admin", access: "admin" },
   "integrations:read": { role: "viewer", access: "read" },
   "integrations:manage": { role: "admin", access: "admin" },
+  // Admins only (DESIGN §11); any key may read, as the audit log.
+  "billing:read": { role: "admin", access: "read" },
+  "billing:manage": { role: "admin", access: "admin" },
 } as const satisfies Record<string, Permission>;
 
 export type PermissionName = keyof typeof PERMISSIONS;

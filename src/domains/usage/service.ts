@@ -3,23 +3,13 @@ import type { Deps } from "../../deps.ts";
 import { ValidationError } from "../../errors.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
+import { entitlementsOf } from "../billing/entitlements.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize } from "../orgs/access.ts";
-import { planOf } from "../plans/service.ts";
 import { dayOf, measureUsage } from "./meter.ts";
 
 export const USAGE_METRICS = ["requests", "d1", "r2", "neurons"] as const;
 export type UsageMetric = (typeof USAGE_METRICS)[number];
-
-/**
- * The org's billing period around `now`: the calendar month in UTC (DESIGN §8; a subscription's
- * own period comes with billing).
- */
-export function billingPeriod(now: Date): { start: Date; end: Date } {
-  const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-  const end = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
-  return { start, end };
-}
 
 /** `used` as a percentage of `limit`, to one decimal (0 when there is no limit). */
 function percentOf(used: number, limit: number): number {
@@ -40,9 +30,7 @@ export interface OrgUsage {
  * each live project, against its plan's limits.
  */
 export async function orgUsage(deps: Deps, org: { id: string; plan_id: string }): Promise<OrgUsage> {
-  const now = deps.clock.now();
-  const { start, end } = billingPeriod(now);
-  const limits = planOf(deps.config, org.plan_id).limits;
+  const { limits, periodStart: start, periodEnd: end } = await entitlementsOf(deps, org);
   const requests = await deps.db
     .selectFrom("usage_daily")
     .select(["project_id", (eb) => eb.fn.sum<number | string>("requests").as("requests")])
