@@ -16,6 +16,8 @@ import { billingRoutes } from "./domains/billing/routes.ts";
 import { branchRoutes } from "./domains/branches/routes.ts";
 import { domainRoutes } from "./domains/domains/routes.ts";
 import { exportRoutes } from "./domains/exports/routes.ts";
+import { scimRoutes } from "./domains/identity/scim/routes.ts";
+import { ssoRoutes } from "./domains/identity/sso/routes.ts";
 import { integrationRoutes } from "./domains/integrations/routes.ts";
 import { memberRoutes } from "./domains/members/routes.ts";
 import { notificationRoutes } from "./domains/notifications/routes.ts";
@@ -175,6 +177,8 @@ export function createApp({
     .route("/", usageRoutes(deps))
     .route("/", alarmRoutes(deps))
     .route("/", billingRoutes(deps))
+    .route("/", scimRoutes(deps))
+    .route("/", ssoRoutes(deps, auth))
     .route("/", branchRoutes(deps, workspace.pool))
     .route(
       "/",
@@ -206,6 +210,12 @@ export function createApp({
     in: "cookie",
     name: `${config.cookiePrefix}.session_token`,
     description: "The session cookie set by sign-up and sign-in.",
+  });
+  api.openAPIRegistry.registerComponent("securitySchemes", "scimToken", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "scim_…",
+    description: "An org's SCIM token (POST /org/{slug}/scim/token), for its identity provider.",
   });
   api.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
     type: "http",
@@ -265,6 +275,8 @@ type Admits = "anyone" | "caller" | "account";
 
 function admitsOf(security: Security | undefined): Admits {
   if (security === undefined || isPublic(security)) return "anyone";
+  // SCIM routes authenticate their own token (domains/identity/scim/tokens.ts).
+  if (security.every((requirement) => "scimToken" in requirement)) return "anyone";
   return security.some((requirement) => "apiKey" in requirement) ? "caller" : "account";
 }
 

@@ -2,6 +2,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Deps } from "../deps.ts";
+import { passwordSignInRefused } from "../domains/identity/sso/service.ts";
+import { ForbiddenError } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
 import { codeOf, errorBody, statusOf } from "../http/envelope.ts";
 import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
@@ -169,8 +171,15 @@ export function authRoutes(deps: Deps, auth: Auth, sessions: ConsoleSessions, si
       const input = c.req.valid("json");
       return forward(c, auth, input, () => emailTaken(deps, input.email)) as never;
     })
-    .openapi(signInRoute, (c) => {
+    .openapi(signInRoute, async (c) => {
       const input = c.req.valid("json");
+      // An e-mail of a domain an org has proven for its single sign-on signs in there (owners excepted: the break-glass).
+      const sso = await passwordSignInRefused(deps, input.email);
+      if (sso) {
+        throw new ForbiddenError(
+          `this e-mail's organization signs in with single sign-on: ${deps.config.publicUrl}/api/auth/sso/${sso.slug}`,
+        );
+      }
       // better-auth answers 401 to a wrong password and to an unknown e-mail alike.
       return signInFailures.attempt(
         c,

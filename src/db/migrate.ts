@@ -18,6 +18,8 @@ import { tenantErrors } from "./migrations/0015-tenant-errors.ts";
 import { domains } from "./migrations/0016-domains.ts";
 import { usageAndAlarms } from "./migrations/0017-usage-alarms.ts";
 import { billing } from "./migrations/0018-billing.ts";
+import { scim } from "./migrations/0019-scim.ts";
+import { sso } from "./migrations/0020-sso.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -40,6 +42,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0016-domains": domains(),
     "0017-usage-alarms": usageAndAlarms(),
     "0018-billing": billing(),
+    "0019-scim": scim(),
+    "0020-sso": sso(),
   };
 }
 

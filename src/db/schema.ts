@@ -1,3 +1,5 @@
+import type { Generated } from "kysely";
+
 /**
  * Table types for Kysely. Plinth's own tables keep timestamps as ISO-8601 UTC text and JSON as
  * text on both dialects: one schema, one code path, and `toISOString()` text sorts chronologically.
@@ -51,6 +53,53 @@ export interface MembershipsTable {
   org_id: string;
   account_id: string;
   role: string;
+  /** `active`, or `suspended` (by SCIM: listed, but no access). */
+  status: Generated<string>;
+  /** The identity provider's id for this person (SCIM `externalId`). */
+  scim_external_id: Generated<string | null>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ScimTokensTable {
+  org_id: string;
+  token_hash: string;
+  created_by: string;
+  created_at: string;
+}
+
+export interface SsoConfigsTable {
+  org_id: string;
+  /** `oidc` or `saml`. */
+  type: string;
+  enabled: number;
+  /** Lower-case; enforced (password sign-in refused) only once `domain_verified_at` is set. */
+  email_domain: string | null;
+  default_role: string;
+  /** JSON: the IdP settings, secrets included (masked on read). */
+  config: string;
+  /** The value of the `_plinth-sso.<domain>` TXT record that proves the domain. */
+  domain_token: string;
+  domain_verified_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface SsoLoginsTable {
+  state: string;
+  org_id: string;
+  nonce: string;
+  code_verifier: string;
+  return_to: string;
+  expires_at: string;
+}
+
+export interface ScimGroupsTable {
+  id: string;
+  org_id: string;
+  /** A role: `admin`, `developer` or `viewer`. */
+  display_name: string;
+  external_id: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -462,4 +511,8 @@ export interface Database {
   packs: PacksTable;
   billing_customers: BillingCustomersTable;
   billing_events: BillingEventsTable;
+  scim_tokens: ScimTokensTable;
+  scim_groups: ScimGroupsTable;
+  sso_configs: SsoConfigsTable;
+  sso_logins: SsoLoginsTable;
 }

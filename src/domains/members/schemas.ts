@@ -17,7 +17,7 @@ export const MemberSchema = z
     email: z.string(),
     name: z.string().nullable(),
     role: z.enum(ROLES),
-    status: z.enum(["active", "invited", "expired"]),
+    status: z.enum(["active", "suspended", "invited", "expired"]),
     joinedAt: z.string().nullable(),
     invitedAt: z.string().nullable(),
     expiresAt: z.string().nullable(),

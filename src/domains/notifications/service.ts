@@ -20,6 +20,7 @@ export async function notifyOrgAdmins(trx: Db, deps: Deps, input: NotificationIn
     .select("account_id")
     .where("org_id", "=", input.orgId)
     .where("role", "in", ["owner", "admin"])
+    .where("status", "=", "active")
     .execute();
   if (recipients.length === 0) return;
   const now = deps.clock.now();

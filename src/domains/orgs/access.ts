@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { preparedRead } from "../../db/compiled.ts";
 import type { Db } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
@@ -58,6 +59,8 @@ const PERMISSIONS = {
   // Admins only (DESIGN §11); any key may read, as the audit log.
   "billing:read": { role: "admin", access: "read" },
   "billing:manage": { role: "admin", access: "admin" },
+  "scim:manage": { role: "admin", access: "admin" },
+  "sso:manage": { role: "admin", access: "admin" },
 } as const satisfies Record<string, Permission>;
 
 export type PermissionName = keyof typeof PERMISSIONS;
@@ -84,7 +87,9 @@ const findMembership = preparedRead<OrgRow & { member_role: string }>("plinth_or
     .select("memberships.role as member_role")
     .where("orgs.slug", "=", "?")
     .where("orgs.deleted_at", "is", null)
-    .where("memberships.account_id", "=", "?"),
+    .where("memberships.account_id", "=", "?")
+    // A suspended member (SCIM) is no member until reactivated.
+    .where("memberships.status", "=", sql.lit("active")),
 );
 
 /**

@@ -107,6 +107,7 @@ export async function listOrgs({ ctx }: { ctx: Ctx }): Promise<OrgMembership[]> 
     .select(ORG_COLUMNS.map((column) => `orgs.${column}` as const))
     .select("memberships.role as member_role")
     .where("memberships.account_id", "=", principal.accountId)
+    .where("memberships.status", "=", "active")
     .where("orgs.deleted_at", "is", null)
     .orderBy("orgs.created_at")
     .orderBy("orgs.id")

@@ -222,6 +222,7 @@ async function resolveCaller<E extends AppEnv>(
       .select("role")
       .where("org_id", "=", project.org_id)
       .where("account_id", "=", account.accountId)
+      .where("status", "=", "active")
       .executeTakeFirst();
     const admin = membership !== undefined && hasRole(membership.role as Role, "admin");
     if (admin) return { kind: "admin", via: "session", id: account.accountId, readOnly: false, email: account.email };

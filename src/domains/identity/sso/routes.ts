@@ -1,0 +1,134 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Auth } from "../../../auth/better-auth.ts";
+import { startSsoSession } from "../../../auth/sso-session.ts";
+import type { Deps } from "../../../deps.ts";
+import {
+  authedErrors,
+  createRouter,
+  errorResponses,
+  jsonBody,
+  jsonContent,
+  OkSchema,
+  sessionOrKey,
+} from "../../../http/router.ts";
+import { orgCtx, requires } from "../../../http/service-context.ts";
+import { SlugParams } from "../../orgs/schemas.ts";
+import { SsoInput, SsoLookupInput, SsoResponse } from "./schemas.ts";
+import { completeSsoLogin, deleteSso, getSso, lookupSso, putSso, startSsoLogin, verifySsoDomain } from "./service.ts";
+
+const tags = ["Single sign-on"];
+const LoginParams = z.object({ orgSlug: z.string().openapi({ param: { name: "orgSlug", in: "path" } }) });
+
+const routes = {
+  get: createRoute({
+    method: "get",
+    path: "/org/{slug}/sso",
+    tags,
+    summary: "The org's single sign-on configuration, secrets masked (admin)",
+    security: sessionOrKey,
+    request: { params: SlugParams },
+    responses: { 200: jsonContent(SsoResponse, "The configuration, or null"), ...authedErrors },
+  }),
+  put: createRoute({
+    method: "put",
+    path: "/org/{slug}/sso",
+    tags,
+    summary: "Set the org's single sign-on (OIDC or SAML) (admin)",
+    description:
+      "A new emailDomain must be proven again (POST …/sso/verify-domain) before password sign-in for it is refused.",
+    security: sessionOrKey,
+    request: { params: SlugParams, body: jsonBody(SsoInput) },
+    responses: { 200: jsonContent(SsoResponse, "The configuration"), ...authedErrors },
+  }),
+  remove: createRoute({
+    method: "delete",
+    path: "/org/{slug}/sso",
+    tags,
+    summary: "Remove the org's single sign-on (admin)",
+    security: sessionOrKey,
+    request: { params: SlugParams },
+    responses: { 200: jsonContent(OkSchema, "Removed"), ...authedErrors },
+  }),
+  verify: createRoute({
+    method: "post",
+    path: "/org/{slug}/sso/verify-domain",
+    tags,
+    summary: "Look the `_plinth-sso.<emailDomain>` TXT record up now (admin)",
+    description:
+      "Once proven, password sign-in for the domain is 403 pointing to single sign-on, except for the org's owners. " +
+      "409 while the record is not found (the message says what was).",
+    security: sessionOrKey,
+    request: { params: SlugParams },
+    responses: { 200: jsonContent(SsoResponse, "The configuration, domain verified"), ...authedErrors },
+  }),
+  login: createRoute({
+    method: "get",
+    path: "/auth/sso/{orgSlug}",
+    tags,
+    summary: "Start single sign-on: 302 to the identity provider (OIDC: state, nonce and PKCE S256)",
+    request: {
+      params: LoginParams,
+      query: z.object({
+        returnTo: z.string().max(2048).optional().openapi({ description: "A path here to land on after" }),
+      }),
+    },
+    responses: { 302: { description: "To the identity provider" }, ...errorResponses(404, 409, 401, 429) },
+  }),
+  callback: createRoute({
+    method: "get",
+    path: "/auth/sso/{orgSlug}/callback",
+    tags,
+    summary: "The OIDC redirect URI: signs the person in (the session cookie) and 302s to returnTo",
+    request: { params: LoginParams },
+    responses: { 302: { description: "Signed in" }, ...errorResponses(401, 404, 429) },
+  }),
+  lookup: createRoute({
+    method: "post",
+    path: "/auth/sso/lookup",
+    tags,
+    summary: "Where a person signs in: the login URL of the enabled, proven SSO of the e-mail's domain",
+    request: { body: jsonBody(SsoLookupInput) },
+    responses: {
+      200: jsonContent(z.object({ url: z.string() }), "The login URL"),
+      ...errorResponses(400, 404, 413, 422, 429),
+    },
+  }),
+};
+
+export function ssoRoutes(deps: Deps, auth: Auth) {
+  return createRouter()
+    .openapi({ ...routes.get, middleware: requires(deps, "sso:manage") }, async (c) => {
+      const { slug } = c.req.valid("param");
+      return c.json(await getSso({ ctx: await orgCtx(c, deps, slug) }), 200);
+    })
+    .openapi({ ...routes.put, middleware: requires(deps, "sso:manage") }, async (c) => {
+      const { slug } = c.req.valid("param");
+      return c.json(await putSso({ ctx: await orgCtx(c, deps, slug), input: c.req.valid("json") }), 200);
+    })
+    .openapi({ ...routes.remove, middleware: requires(deps, "sso:manage") }, async (c) => {
+      const { slug } = c.req.valid("param");
+      return c.json(await deleteSso({ ctx: await orgCtx(c, deps, slug) }), 200);
+    })
+    .openapi({ ...routes.verify, middleware: requires(deps, "sso:manage") }, async (c) => {
+      const { slug } = c.req.valid("param");
+      return c.json(await verifySsoDomain({ ctx: await orgCtx(c, deps, slug) }), 200);
+    })
+    .openapi(routes.login, async (c) => {
+      const url = await startSsoLogin(deps, c.req.valid("param").orgSlug, c.req.valid("query").returnTo);
+      return c.redirect(url, 302);
+    })
+    .openapi(routes.callback, async (c) => {
+      const { orgSlug } = c.req.valid("param");
+      // The URL the identity provider redirected to, as registered (PUBLIC_URL), with its query.
+      const callback = new URL(`${deps.config.publicUrl}/api/auth/sso/${encodeURIComponent(orgSlug)}/callback`);
+      callback.search = new URL(c.req.url).search;
+      const { accountId, returnTo } = await completeSsoLogin(deps, orgSlug, callback);
+      const cookie = await startSsoSession(deps, auth, accountId, {
+        ip: c.get("clientIp"),
+        userAgent: c.req.header("user-agent"),
+      });
+      c.header("Set-Cookie", cookie);
+      return c.redirect(returnTo, 302);
+    })
+    .openapi(routes.lookup, async (c) => c.json(await lookupSso(deps, c.req.valid("json").email), 200));
+}

@@ -1,0 +1,404 @@
+import type { z } from "@hono/zod-openapi";
+import type { Selectable } from "kysely";
+import type { SsoConfigsTable } from "../../../db/schema.ts";
+import type { Deps } from "../../../deps.ts";
+import { ConflictError, NotFoundError, UnauthorizedError, ValidationError } from "../../../errors.ts";
+import { newId } from "../../../lib/ids.ts";
+import { fromJsonColumn, toJsonColumn } from "../../../lib/json.ts";
+import { isMasked, maskSecret } from "../../../lib/mask.ts";
+import { checkOutboundUrl } from "../../../lib/ssrf.ts";
+import { randomToken } from "../../../lib/tokens.ts";
+import { recordAudit, recordAuditAs } from "../../audit/service.ts";
+import type { OrgCtx } from "../../context.ts";
+import { checkChallenge } from "../../domains/dns.ts";
+import { authorize, inOrgTransaction } from "../../orgs/access.ts";
+import { authorizationUrl, issuerConfig, newLoginSecrets, type OidcSettings, redeemCallback } from "./oidc.ts";
+import type { SsoConfigSchema, SsoInput } from "./schemas.ts";
+
+type SsoRow = Selectable<SsoConfigsTable>;
+type SsoConfig = z.infer<typeof SsoConfigSchema>;
+
+/** The TXT record name that proves an e-mail domain for SSO. */
+export const SSO_CHALLENGE_PREFIX = "_plinth-sso";
+/** Config fields that are secrets: masked on read, kept when sent back masked. */
+const SECRET_FIELDS = ["clientSecret"];
+
+/** Where this deployment's SSO endpoints for org `slug` are. */
+export function ssoUrls(deps: Pick<Deps, "config">, slug: string) {
+  const base = `${deps.config.publicUrl}/api/auth/sso/${encodeURIComponent(slug)}`;
+  return {
+    loginUrl: base,
+    redirectUri: `${base}/callback`,
+    acsUrl: `${base}/acs`,
+    entityId: `${base}/metadata`,
+    metadataUrl: `${base}/metadata`,
+  };
+}
+
+export function toSsoConfig(deps: Pick<Deps, "config">, slug: string, row: SsoRow): SsoConfig {
+  const config = fromJsonColumn<Record<string, unknown>>(row.config, {});
+  const masked = Object.fromEntries(
+    Object.entries(config).map(([key, value]) => [key, SECRET_FIELDS.includes(key) ? maskSecret(value) : value]),
+  );
+  return {
+    type: row.type as "oidc" | "saml",
+    enabled: Boolean(row.enabled),
+    emailDomain: row.email_domain,
+    defaultRole: row.default_role as SsoConfig["defaultRole"],
+    config: masked,
+    ...ssoUrls(deps, slug),
+    domainVerification: row.email_domain
+      ? {
+          name: `${SSO_CHALLENGE_PREFIX}.${row.email_domain}`,
+          value: `plinth-sso=${row.domain_token}`,
+          verifiedAt: row.domain_verified_at,
+        }
+      : null,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+async function findSso(deps: Deps, orgId: string): Promise<SsoRow | undefined> {
+  return deps.db.selectFrom("sso_configs").selectAll().where("org_id", "=", orgId).executeTakeFirst();
+}
+
+export async function getSso({ ctx }: { ctx: OrgCtx }): Promise<{ sso: SsoConfig | null }> {
+  authorize(ctx, "sso:manage");
+  const row = await findSso(ctx.deps, ctx.org.id);
+  return { sso: row ? toSsoConfig(ctx.deps, ctx.org.slug, row) : null };
+}
+
+const text = (value: unknown) => typeof value === "string" && value.trim() !== "";
+
+/** The IdP settings of `type`, checked (422 naming `config.<field>`); masked secrets keep the stored ones. */
+async function checkedConfig(
+  deps: Deps,
+  type: "oidc" | "saml",
+  input: Record<string, unknown>,
+  stored: Record<string, unknown>,
+  enabled: boolean,
+): Promise<Record<string, unknown>> {
+  const config: Record<string, unknown> = { ...input };
+  for (const field of SECRET_FIELDS) if (isMasked(config[field])) config[field] = stored[field];
+  const issues: { path: string; message: string }[] = [];
+  const need = (field: string) => {
+    if (!text(config[field])) issues.push({ path: `config.${field}`, message: "is required" });
+  };
+  if (type === "oidc") {
+    need("issuer");
+    need("clientId");
+    need("clientSecret");
+    if (text(config.issuer)) {
+      const refused = await checkOutboundUrl(String(config.issuer), {
+        allowPrivate: deps.config.allowPrivateWebhookUrls,
+      });
+      if (refused) issues.push({ path: "config.issuer", message: refused });
+      else if (!String(config.issuer).startsWith("https://") && !deps.config.allowPrivateWebhookUrls) {
+        issues.push({ path: "config.issuer", message: "must be an https URL" });
+      }
+    }
+    if (config.scopes !== undefined && !(Array.isArray(config.scopes) && config.scopes.every(text))) {
+      issues.push({ path: "config.scopes", message: "must be a list of scope names" });
+    }
+  } else if (!text(config.metadataXml)) {
+    need("entryPoint");
+    need("idpCert");
+    if (text(config.entryPoint) && !/^https?:\/\//.test(String(config.entryPoint))) {
+      issues.push({ path: "config.entryPoint", message: "must be an http(s) URL" });
+    }
+  }
+  // A disabled configuration may be saved half-done; an enabled one must work.
+  const blocking = enabled ? issues : issues.filter((issue) => !issue.message.startsWith("is required"));
+  if (blocking.length > 0) throw new ValidationError(blocking);
+  for (const [key, value] of Object.entries(config)) {
+    if (JSON.stringify(value)?.length > 100_000)
+      throw new ValidationError([{ path: `config.${key}`, message: "is too large" }]);
+  }
+  return config;
+}
+
+/** Sets the org's SSO (one per org). A new e-mail domain must be proven again. */
+export async function putSso({
+  ctx,
+  input,
+}: {
+  ctx: OrgCtx;
+  input: z.infer<typeof SsoInput>;
+}): Promise<{ sso: SsoConfig }> {
+  authorize(ctx, "sso:manage");
+  const { deps } = ctx;
+  const current = await findSso(deps, ctx.org.id);
+  const stored = current ? fromJsonColumn<Record<string, unknown>>(current.config, {}) : {};
+  const enabled = input.enabled ?? (current ? Boolean(current.enabled) : true);
+  const config = await checkedConfig(
+    deps,
+    input.type,
+    input.config ?? (current?.type === input.type ? stored : {}),
+    current?.type === input.type ? stored : {},
+    enabled,
+  );
+  const emailDomain = input.emailDomain === undefined ? (current?.email_domain ?? null) : input.emailDomain;
+  const domainChanged = emailDomain !== (current?.email_domain ?? null);
+  const now = deps.clock.now().toISOString();
+  const row: SsoRow = {
+    org_id: ctx.org.id,
+    type: input.type,
+    enabled: enabled ? 1 : 0,
+    email_domain: emailDomain,
+    default_role: input.defaultRole ?? current?.default_role ?? "viewer",
+    config: toJsonColumn(config) as string,
+    domain_token: current && !domainChanged ? current.domain_token : randomToken("", 18),
+    domain_verified_at: current && !domainChanged ? current.domain_verified_at : null,
+    created_at: current?.created_at ?? now,
+    updated_at: now,
+  };
+  await inOrgTransaction(ctx, async (trx) => {
+    const { org_id: _, ...changes } = row;
+    await trx
+      .insertInto("sso_configs")
+      .values(row)
+      .onConflict((oc) => oc.column("org_id").doUpdateSet(changes))
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: current ? "sso.updated" : "sso.created",
+      target: { type: "sso", id: ctx.org.id },
+      data: { type: row.type, enabled, emailDomain, defaultRole: row.default_role },
+    });
+  });
+  return { sso: toSsoConfig(deps, ctx.org.slug, row) };
+}
+
+export async function deleteSso({ ctx }: { ctx: OrgCtx }): Promise<{ ok: true }> {
+  authorize(ctx, "sso:manage");
+  await inOrgTransaction(ctx, async (trx) => {
+    const removed = await trx.deleteFrom("sso_configs").where("org_id", "=", ctx.org.id).executeTakeFirst();
+    if (Number(removed.numDeletedRows) === 0) throw new NotFoundError("the org has no SSO configuration");
+    await recordAudit(trx, ctx, { orgId: ctx.org.id, action: "sso.deleted", target: { type: "sso", id: ctx.org.id } });
+  });
+  return { ok: true };
+}
+
+/** Looks the domain's `_plinth-sso` TXT record up now; once found, password sign-in for the domain is refused (owners excepted). */
+export async function verifySsoDomain({ ctx }: { ctx: OrgCtx }): Promise<{ sso: SsoConfig }> {
+  authorize(ctx, "sso:manage");
+  const { deps } = ctx;
+  const row = await findSso(deps, ctx.org.id);
+  if (!row) throw new NotFoundError("the org has no SSO configuration");
+  if (!row.email_domain) throw new ConflictError("set emailDomain first");
+  if (row.domain_verified_at) return { sso: toSsoConfig(deps, ctx.org.slug, row) };
+  const name = `${SSO_CHALLENGE_PREFIX}.${row.email_domain}`;
+  const result = await checkChallenge(deps.config, name, `plinth-sso=${row.domain_token}`);
+  if (!result.ok) throw new ConflictError(`the domain is not verified: ${result.error}`);
+  const claimed = await deps.db
+    .selectFrom("sso_configs")
+    .select("org_id")
+    .where("email_domain", "=", row.email_domain)
+    .where("domain_verified_at", "is not", null)
+    .where("org_id", "!=", ctx.org.id)
+    .executeTakeFirst();
+  if (claimed) throw new ConflictError(`${row.email_domain} is verified by another organization`);
+  const now = deps.clock.now().toISOString();
+  await inOrgTransaction(ctx, async (trx) => {
+    await trx
+      .updateTable("sso_configs")
+      .set({ domain_verified_at: now, updated_at: now })
+      .where("org_id", "=", ctx.org.id)
+      .where("domain_token", "=", row.domain_token)
+      .execute();
+    await recordAudit(trx, ctx, {
+      orgId: ctx.org.id,
+      action: "sso.domain_verified",
+      target: { type: "sso", id: ctx.org.id },
+      data: { emailDomain: row.email_domain },
+    });
+  });
+  return { sso: toSsoConfig(deps, ctx.org.slug, { ...row, domain_verified_at: now, updated_at: now }) };
+}
+
+/** The enabled SSO whose proven e-mail domain is the e-mail's, with its org's slug. */
+export async function ssoForEmail(deps: Deps, email: string) {
+  const domain = email.slice(email.lastIndexOf("@") + 1).toLowerCase();
+  if (!domain) return undefined;
+  return deps.db
+    .selectFrom("sso_configs")
+    .innerJoin("orgs", "orgs.id", "sso_configs.org_id")
+    .select(["orgs.id as org_id", "orgs.slug"])
+    .where("sso_configs.email_domain", "=", domain)
+    .where("sso_configs.enabled", "=", 1)
+    .where("sso_configs.domain_verified_at", "is not", null)
+    .where("orgs.deleted_at", "is", null)
+    .executeTakeFirst();
+}
+
+/** `POST /api/auth/sso/lookup`: where a person of this e-mail signs in (404 unless its domain is an enabled, proven SSO's). */
+export async function lookupSso(deps: Deps, email: string): Promise<{ url: string }> {
+  const found = await ssoForEmail(deps, email);
+  if (!found) throw new NotFoundError("no single sign-on for this e-mail's domain");
+  return { url: ssoUrls(deps, found.slug).loginUrl };
+}
+
+/**
+ * Whether password sign-in is refused for `email`: its domain is an enabled SSO's, proven, and
+ * the account is not an owner of that org (owners keep their password: the break-glass).
+ */
+export async function passwordSignInRefused(deps: Deps, email: string): Promise<{ slug: string } | null> {
+  const found = await ssoForEmail(deps, email);
+  if (!found) return null;
+  const owner = await deps.db
+    .selectFrom("memberships")
+    .innerJoin("users", "users.id", "memberships.account_id")
+    .select("memberships.id")
+    .where("memberships.org_id", "=", found.org_id)
+    .where("memberships.role", "=", "owner")
+    .where("users.email", "=", email.toLowerCase())
+    .executeTakeFirst();
+  return owner ? null : { slug: found.slug };
+}
+
+/** How long an OIDC login may take, from the redirect to the callback. */
+const LOGIN_TTL_MS = 10 * 60_000;
+
+/** A return path inside this service (`/…`, never `//host` or a URL): anything else is `/`. */
+export function safeReturnPath(value: string | undefined): string {
+  if (value === undefined) return "/";
+  const inside = value.startsWith("/") && !value.startsWith("//") && !/[\\\r\n]/.test(value);
+  return inside ? value.slice(0, 2048) : "/";
+}
+
+async function enabledSso(deps: Deps, slug: string) {
+  const row = await deps.db
+    .selectFrom("sso_configs")
+    .innerJoin("orgs", "orgs.id", "sso_configs.org_id")
+    .selectAll("sso_configs")
+    .where("orgs.slug", "=", slug)
+    .where("orgs.deleted_at", "is", null)
+    .where("sso_configs.enabled", "=", 1)
+    .executeTakeFirst();
+  if (!row) throw new NotFoundError("this organization has no single sign-on");
+  return row;
+}
+
+/** `GET /api/auth/sso/{orgSlug}`: where to send the browser (the IdP), the login's secrets kept until its callback. */
+export async function startSsoLogin(deps: Deps, slug: string, returnTo: string | undefined): Promise<string> {
+  const row = await enabledSso(deps, slug);
+  if (row.type !== "oidc") throw new ConflictError("SAML sign-in is not available yet on this deployment");
+  const settings = fromJsonColumn<OidcSettings>(row.config, {} as OidcSettings);
+  const config = await issuerConfig(deps, settings);
+  const secrets = newLoginSecrets();
+  const now = deps.clock.now();
+  await deps.db.deleteFrom("sso_logins").where("expires_at", "<", now.toISOString()).execute();
+  await deps.db
+    .insertInto("sso_logins")
+    .values({
+      state: secrets.state,
+      org_id: row.org_id,
+      nonce: secrets.nonce,
+      code_verifier: secrets.codeVerifier,
+      return_to: safeReturnPath(returnTo),
+      expires_at: new Date(now.getTime() + LOGIN_TTL_MS).toISOString(),
+    })
+    .execute();
+  return authorizationUrl(config, settings, ssoUrls(deps, slug).redirectUri, secrets);
+}
+
+/**
+ * The OIDC callback: the login's state is taken (once), the code redeemed and the ID token
+ * checked; the person's account is found or made by e-mail (which must be in `emailDomain` when
+ * set) and joins the org with `defaultRole` unless a member already (a suspended member is
+ * refused). Returns the account and where to send the browser.
+ */
+export async function completeSsoLogin(
+  deps: Deps,
+  slug: string,
+  callbackUrl: URL,
+): Promise<{ accountId: string; returnTo: string }> {
+  const row = await enabledSso(deps, slug);
+  const state = callbackUrl.searchParams.get("state") ?? "";
+  const login = await deps.db
+    .deleteFrom("sso_logins")
+    .where("state", "=", state)
+    .where("org_id", "=", row.org_id)
+    .returningAll()
+    .executeTakeFirst();
+  if (!login || login.expires_at <= deps.clock.now().toISOString()) {
+    throw new UnauthorizedError("single sign-on failed: unknown or expired login (start again)");
+  }
+  const settings = fromJsonColumn<OidcSettings>(row.config, {} as OidcSettings);
+  const config = await issuerConfig(deps, settings);
+  const person = await redeemCallback(config, callbackUrl, {
+    state: login.state,
+    nonce: login.nonce,
+    codeVerifier: login.code_verifier,
+  });
+  if (row.email_domain && !person.email.endsWith(`@${row.email_domain}`)) {
+    throw new UnauthorizedError(`single sign-on failed: ${person.email} is not an address of ${row.email_domain}`);
+  }
+  const accountId = await joinBySso(deps, row.org_id, row.default_role, person);
+  return { accountId, returnTo: login.return_to };
+}
+
+/** The account of the e-mail (made when there is none) as a member of the org; a suspended member is refused. */
+async function joinBySso(
+  deps: Deps,
+  orgId: string,
+  role: string,
+  person: { email: string; name: string | null },
+): Promise<string> {
+  const now = deps.clock.now();
+  return deps.db.transaction().execute(async (trx) => {
+    let account = await trx.selectFrom("users").select("id").where("email", "=", person.email).executeTakeFirst();
+    if (!account) {
+      const id = newId("acct", now);
+      const at = deps.dialect === "postgres" ? now : now.toISOString();
+      await trx
+        .insertInto("users")
+        .values({
+          id,
+          name: person.name ?? person.email.split("@")[0] ?? person.email,
+          email: person.email,
+          // The identity provider vouched for it.
+          email_verified: deps.dialect === "postgres" ? true : 1,
+          image: null,
+          created_at: at,
+          updated_at: at,
+          title: null,
+          timezone: null,
+          preferences: null,
+        })
+        .execute();
+      account = { id };
+    }
+    const membership = await trx
+      .selectFrom("memberships")
+      .select(["id", "status"])
+      .where("org_id", "=", orgId)
+      .where("account_id", "=", account.id)
+      .executeTakeFirst();
+    if (membership?.status === "suspended") {
+      throw new UnauthorizedError("single sign-on failed: your membership of this organization is suspended");
+    }
+    if (!membership) {
+      const id = newId("mem", now);
+      await trx
+        .insertInto("memberships")
+        .values({
+          id,
+          org_id: orgId,
+          account_id: account.id,
+          role,
+          created_at: now.toISOString(),
+          updated_at: now.toISOString(),
+        })
+        .execute();
+      await recordAuditAs(trx, deps, { type: "account", id: account.id, email: person.email }, null, {
+        orgId,
+        action: "member.joined_by_sso",
+        target: { type: "member", id },
+        data: { email: person.email, role },
+      });
+    }
+    return account.id;
+  });
+}
