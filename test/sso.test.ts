@@ -255,20 +255,26 @@ describe("single sign-on", () => {
       expect(audit[0]).toMatchObject({ data: { email, role: "developer" } });
     });
 
-    it("links an existing account by e-mail, without a second membership", async () => {
-      const person = await signUp(app);
-      const { answer } = await ssoLogin(person.email);
-      expect(answer.status).toBe(302);
-      const members = (await asOwner("GET", "/members")).body.members.filter(
-        (m: { email: string }) => m.email === person.email,
+    it("signs in again an account it made; refuses another existing account until the domain is proven", async () => {
+      const email = uniqueEmail("returning");
+      expect((await ssoLogin(email)).answer.status).toBe(302);
+      const again = await ssoLogin(email);
+      expect(again.answer.status).toBe(302);
+      expect((await call(app, "GET", "/account", { cookie: cookieOf(again.answer) })).status).toBe(200);
+      const memberships = (await asOwner("GET", "/members")).body.members.filter(
+        (m: { email: string }) => m.email === email,
       );
-      expect(members).toHaveLength(1);
-      expect((await call(app, "GET", "/account", { cookie: cookieOf(answer) })).status).toBe(200);
-      // Again: no new membership.
-      await ssoLogin(person.email);
+      expect(memberships).toHaveLength(1);
+
+      // Someone's own account (a password, other orgs): an identity provider's word is not enough.
+      const person = await signUp(app);
+      const refused = await ssoLogin(person.email);
+      expect(refused.answer.status).toBe(401);
+      expect(refused.answer.headers.get("set-cookie")).toBeNull();
+      expect(((await refused.answer.json()) as any).error.message).toMatch(/prove the e-mail's domain/);
       expect(
-        (await asOwner("GET", "/members")).body.members.filter((m: { email: string }) => m.email === person.email),
-      ).toHaveLength(1);
+        (await asOwner("GET", "/members")).body.members.some((m: { email: string }) => m.email === person.email),
+      ).toBe(false);
     });
 
     it("refuses a replayed or forged callback with 401 and no session", async () => {
@@ -366,6 +372,11 @@ describe("single sign-on", () => {
       });
       expectError(refused, 403);
       expect(refused.body.error.message).toContain(`/api/auth/sso/${slug}`);
+      // Now the domain is proven, SSO signs that existing account in (linking it).
+      const linked = await ssoLogin(employee);
+      expect(linked.answer.status).toBe(302);
+      const account = await call(app, "GET", "/account", { cookie: cookieOf(linked.answer) });
+      expect(account.body.account ?? account.body).toMatchObject({ email: employee });
 
       // An owner of the org whose e-mail is in the domain still signs in with a password (break-glass).
       const ownerEmail = `owner-${Date.now()}@corp.test`;

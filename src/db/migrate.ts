@@ -20,6 +20,7 @@ import { usageAndAlarms } from "./migrations/0017-usage-alarms.ts";
 import { billing } from "./migrations/0018-billing.ts";
 import { scim } from "./migrations/0019-scim.ts";
 import { sso } from "./migrations/0020-sso.ts";
+import { ssoIdentities } from "./migrations/0021-sso-identities.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -44,6 +45,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0018-billing": billing(),
     "0019-scim": scim(),
     "0020-sso": sso(),
+    "0021-sso-identities": ssoIdentities(),
   };
 }
 

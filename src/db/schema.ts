@@ -94,6 +94,20 @@ export interface SsoLoginsTable {
   expires_at: string;
 }
 
+export interface SsoIdentitiesTable {
+  org_id: string;
+  /** An account the org's identity provider made (through SSO or SCIM). */
+  account_id: string;
+  created_at: string;
+}
+
+export interface SsoAssertionsTable {
+  /** `<issuer> <assertion ID>`. */
+  id: string;
+  org_id: string;
+  expires_at: string;
+}
+
 export interface ScimGroupsTable {
   id: string;
   org_id: string;
@@ -515,4 +529,6 @@ export interface Database {
   scim_groups: ScimGroupsTable;
   sso_configs: SsoConfigsTable;
   sso_logins: SsoLoginsTable;
+  sso_assertions: SsoAssertionsTable;
+  sso_identities: SsoIdentitiesTable;
 }

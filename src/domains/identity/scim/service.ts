@@ -250,6 +250,11 @@ export async function createUser(ctx: ScimCtx, body: Json) {
           })
           .execute();
         account = { id: accountId, name };
+        // Made by the org's identity provider: its SSO may sign it in (sso/service.ts, joinBySso).
+        await trx
+          .insertInto("sso_identities")
+          .values({ org_id: ctx.org.id, account_id: accountId, created_at: now.toISOString() })
+          .execute();
       }
       await trx
         .insertInto("memberships")

@@ -14,7 +14,17 @@ import {
 import { orgCtx, requires } from "../../../http/service-context.ts";
 import { SlugParams } from "../../orgs/schemas.ts";
 import { SsoInput, SsoLookupInput, SsoResponse } from "./schemas.ts";
-import { completeSsoLogin, deleteSso, getSso, lookupSso, putSso, startSsoLogin, verifySsoDomain } from "./service.ts";
+import {
+  completeSamlLogin,
+  completeSsoLogin,
+  deleteSso,
+  getSso,
+  lookupSso,
+  putSso,
+  samlMetadata,
+  startSsoLogin,
+  verifySsoDomain,
+} from "./service.ts";
 
 const tags = ["Single sign-on"];
 const LoginParams = z.object({ orgSlug: z.string().openapi({ param: { name: "orgSlug", in: "path" } }) });
@@ -82,6 +92,28 @@ const routes = {
     request: { params: LoginParams },
     responses: { 302: { description: "Signed in" }, ...errorResponses(401, 404, 429) },
   }),
+  acs: createRoute({
+    method: "post",
+    path: "/auth/sso/{orgSlug}/acs",
+    tags,
+    summary: "The SAML Assertion Consumer Service (HTTP-POST: SAMLResponse, RelayState): signs the person in and 302s",
+    description:
+      "SP- and IdP-initiated. The assertion must be signed by the IdP's certificate, for this audience and ACS, within its " +
+      "time window, and unused; otherwise 401 and no session.",
+    request: { params: LoginParams },
+    responses: { 302: { description: "Signed in" }, ...errorResponses(401, 404, 413, 429) },
+  }),
+  metadata: createRoute({
+    method: "get",
+    path: "/auth/sso/{orgSlug}/metadata",
+    tags,
+    summary: "This service provider's SAML metadata XML (entity id, ACS URL)",
+    request: { params: LoginParams },
+    responses: {
+      200: { description: "SAML metadata", content: { "application/samlmetadata+xml": { schema: z.string() } } },
+      ...errorResponses(404, 429),
+    },
+  }),
   lookup: createRoute({
     method: "post",
     path: "/auth/sso/lookup",
@@ -129,6 +161,25 @@ export function ssoRoutes(deps: Deps, auth: Auth) {
       });
       c.header("Set-Cookie", cookie);
       return c.redirect(returnTo, 302);
+    })
+    .openapi(routes.acs, async (c) => {
+      const { orgSlug } = c.req.valid("param");
+      const form = await c.req.parseBody();
+      const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+      const { accountId, returnTo } = await completeSamlLogin(deps, orgSlug, {
+        SAMLResponse: text(form.SAMLResponse),
+        RelayState: text(form.RelayState),
+      });
+      const cookie = await startSsoSession(deps, auth, accountId, {
+        ip: c.get("clientIp"),
+        userAgent: c.req.header("user-agent"),
+      });
+      c.header("Set-Cookie", cookie);
+      return c.redirect(returnTo, 302);
+    })
+    .openapi(routes.metadata, async (c) => {
+      const xml = await samlMetadata(deps, c.req.valid("param").orgSlug);
+      return c.body(xml, 200, { "content-type": "application/samlmetadata+xml" });
     })
     .openapi(routes.lookup, async (c) => c.json(await lookupSso(deps, c.req.valid("json").email), 200));
 }

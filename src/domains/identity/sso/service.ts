@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
+import { isUniqueViolation } from "../../../db/database.ts";
 import type { SsoConfigsTable } from "../../../db/schema.ts";
 import type { Deps } from "../../../deps.ts";
 import { ConflictError, NotFoundError, UnauthorizedError, ValidationError } from "../../../errors.ts";
@@ -13,6 +14,7 @@ import type { OrgCtx } from "../../context.ts";
 import { checkChallenge } from "../../domains/dns.ts";
 import { authorize, inOrgTransaction } from "../../orgs/access.ts";
 import { authorizationUrl, issuerConfig, newLoginSecrets, type OidcSettings, redeemCallback } from "./oidc.ts";
+import { acceptSamlResponse, type SamlSettings, samlClient } from "./saml.ts";
 import type { SsoConfigSchema, SsoInput } from "./schemas.ts";
 
 type SsoRow = Selectable<SsoConfigsTable>;
@@ -283,7 +285,7 @@ async function enabledSso(deps: Deps, slug: string) {
 /** `GET /api/auth/sso/{orgSlug}`: where to send the browser (the IdP), the login's secrets kept until its callback. */
 export async function startSsoLogin(deps: Deps, slug: string, returnTo: string | undefined): Promise<string> {
   const row = await enabledSso(deps, slug);
-  if (row.type !== "oidc") throw new ConflictError("SAML sign-in is not available yet on this deployment");
+  if (row.type === "saml") return startSamlLogin(deps, slug, row, returnTo);
   const settings = fromJsonColumn<OidcSettings>(row.config, {} as OidcSettings);
   const config = await issuerConfig(deps, settings);
   const secrets = newLoginSecrets();
@@ -335,20 +337,38 @@ export async function completeSsoLogin(
   if (row.email_domain && !person.email.endsWith(`@${row.email_domain}`)) {
     throw new UnauthorizedError(`single sign-on failed: ${person.email} is not an address of ${row.email_domain}`);
   }
-  const accountId = await joinBySso(deps, row.org_id, row.default_role, person);
+  const accountId = await joinBySso(deps, row, person);
   return { accountId, returnTo: login.return_to };
 }
 
-/** The account of the e-mail (made when there is none) as a member of the org; a suspended member is refused. */
-async function joinBySso(
-  deps: Deps,
-  orgId: string,
-  role: string,
-  person: { email: string; name: string | null },
-): Promise<string> {
+/**
+ * The account of the e-mail as a member of the org: made when there is none. An existing account
+ * is signed in only when the org's identity provider made it (`sso_identities`: through this SSO
+ * or SCIM) or the org has proven the e-mail's domain; else any org's identity provider could
+ * assert anyone's address and take their account, with its other orgs. A suspended member is
+ * refused.
+ */
+async function joinBySso(deps: Deps, sso: SsoRow, person: { email: string; name: string | null }): Promise<string> {
+  const orgId = sso.org_id;
+  const role = sso.default_role;
+  const proven =
+    sso.email_domain !== null && sso.domain_verified_at !== null && person.email.endsWith(`@${sso.email_domain}`);
   const now = deps.clock.now();
   return deps.db.transaction().execute(async (trx) => {
     let account = await trx.selectFrom("users").select("id").where("email", "=", person.email).executeTakeFirst();
+    const linked =
+      account !== undefined &&
+      (await trx
+        .selectFrom("sso_identities")
+        .select("account_id")
+        .where("org_id", "=", orgId)
+        .where("account_id", "=", account.id)
+        .executeTakeFirst()) !== undefined;
+    if (account && !proven && !linked) {
+      throw new UnauthorizedError(
+        "single sign-on failed: an account with this e-mail exists; the organization must prove the e-mail's domain (verify-domain) before single sign-on signs it in",
+      );
+    }
     if (!account) {
       const id = newId("acct", now);
       const at = deps.dialect === "postgres" ? now : now.toISOString();
@@ -369,6 +389,12 @@ async function joinBySso(
         })
         .execute();
       account = { id };
+    }
+    if (!linked) {
+      await trx
+        .insertInto("sso_identities")
+        .values({ org_id: orgId, account_id: account.id, created_at: now.toISOString() })
+        .execute();
     }
     const membership = await trx
       .selectFrom("memberships")
@@ -401,4 +427,88 @@ async function joinBySso(
     }
     return account.id;
   });
+}
+
+/** SAML, SP-initiated: an AuthnRequest by the HTTP-Redirect binding; RelayState names the login's return path, kept here. */
+async function startSamlLogin(deps: Deps, slug: string, row: SsoRow, returnTo: string | undefined): Promise<string> {
+  const saml = samlClient(deps, row.org_id, fromJsonColumn<SamlSettings>(row.config, {}), ssoUrls(deps, slug));
+  const relayState = randomToken("", 18);
+  const now = deps.clock.now();
+  await deps.db.deleteFrom("sso_logins").where("expires_at", "<", now.toISOString()).execute();
+  await deps.db
+    .insertInto("sso_logins")
+    .values({
+      state: `relay:${relayState}`,
+      org_id: row.org_id,
+      nonce: "",
+      code_verifier: "",
+      return_to: safeReturnPath(returnTo),
+      expires_at: new Date(now.getTime() + LOGIN_TTL_MS).toISOString(),
+    })
+    .execute();
+  return saml.getAuthorizeUrlAsync(relayState, undefined, {});
+}
+
+/**
+ * The SAML ACS (HTTP-POST binding), SP- or IdP-initiated: the response is checked
+ * (`acceptSamlResponse`), its assertion may be used once, the e-mail must be in `emailDomain` when
+ * set; then as OIDC: the account found or made, the membership. RelayState leads back only to a
+ * return path this service stored (an IdP's own RelayState leads to `/`).
+ */
+export async function completeSamlLogin(
+  deps: Deps,
+  slug: string,
+  form: { SAMLResponse?: string; RelayState?: string },
+): Promise<{ accountId: string; returnTo: string }> {
+  const row = await enabledSso(deps, slug);
+  if (row.type !== "saml") throw new NotFoundError("this organization does not sign in with SAML");
+  if (!form.SAMLResponse) throw new UnauthorizedError("single sign-on failed: no SAMLResponse");
+  const urls = ssoUrls(deps, slug);
+  const saml = samlClient(deps, row.org_id, fromJsonColumn<SamlSettings>(row.config, {}), urls);
+  const person = await acceptSamlResponse(deps, saml, form.SAMLResponse, urls.acsUrl);
+  const now = deps.clock.now();
+  const kept = new Date(Math.max(now.getTime() + LOGIN_TTL_MS, Date.parse(person.notOnOrAfter ?? "") || 0));
+  try {
+    await deps.db.deleteFrom("sso_assertions").where("expires_at", "<", now.toISOString()).execute();
+    await deps.db
+      .insertInto("sso_assertions")
+      .values({ id: `${row.org_id} ${person.assertionId}`, org_id: row.org_id, expires_at: kept.toISOString() })
+      .execute();
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new UnauthorizedError("single sign-on failed: this assertion was used already");
+    throw error;
+  }
+  if (row.email_domain && !person.email.endsWith(`@${row.email_domain}`)) {
+    throw new UnauthorizedError(`single sign-on failed: ${person.email} is not an address of ${row.email_domain}`);
+  }
+  const relay = form.RelayState
+    ? await deps.db
+        .deleteFrom("sso_logins")
+        .where("state", "=", `relay:${form.RelayState}`)
+        .where("org_id", "=", row.org_id)
+        .returning("return_to")
+        .executeTakeFirst()
+    : undefined;
+  const accountId = await joinBySso(deps, row, person);
+  return { accountId, returnTo: relay?.return_to ?? "/" };
+}
+
+/** This service provider's SAML metadata (entity id, ACS), for the identity provider's admin. */
+export async function samlMetadata(deps: Deps, slug: string): Promise<string> {
+  // Enabled or not: the identity provider's admin needs it before the first sign-in.
+  const row = await deps.db
+    .selectFrom("sso_configs")
+    .innerJoin("orgs", "orgs.id", "sso_configs.org_id")
+    .selectAll("sso_configs")
+    .where("orgs.slug", "=", slug)
+    .where("orgs.deleted_at", "is", null)
+    .executeTakeFirst();
+  if (!row) throw new NotFoundError("this organization has no single sign-on");
+  if (row.type !== "saml") throw new NotFoundError("this organization does not sign in with SAML");
+  return samlClient(
+    deps,
+    row.org_id,
+    fromJsonColumn<SamlSettings>(row.config, {}),
+    ssoUrls(deps, slug),
+  ).generateServiceProviderMetadata(null, null);
 }
