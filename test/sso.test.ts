@@ -277,6 +277,24 @@ describe("single sign-on", () => {
       ).toBe(false);
     });
 
+    it("signs in an account SCIM provisioned for the org, without a proven domain", async () => {
+      const token = (await asOwner("POST", "/scim/token")).body.token;
+      const email = uniqueEmail("provisioned");
+      const provisioned = await call(app, "POST", `/scim/v2/${slug}/Users`, {
+        rawBody: JSON.stringify({ userName: email, name: { givenName: "Pro", familyName: "Visioned" } }),
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/scim+json" },
+      });
+      expect(provisioned.status).toBe(201);
+      const { answer } = await ssoLogin(email);
+      expect(answer.status, await answer.clone().text()).toBe(302);
+      const account = await call(app, "GET", "/account", { cookie: cookieOf(answer) });
+      expect(account.body.account ?? account.body).toMatchObject({ email });
+      const memberships = (await asOwner("GET", "/members")).body.members.filter(
+        (m: { email: string }) => m.email === email,
+      );
+      expect(memberships).toHaveLength(1);
+    });
+
     it("refuses a replayed or forged callback with 401 and no session", async () => {
       const { answer, callback } = await ssoLogin(uniqueEmail("replay"));
       expect(answer.status).toBe(302);
@@ -409,5 +427,32 @@ describe("single sign-on", () => {
       expectError(await asOwner("DELETE", "/sso"), 404);
       expectError(await call(app, "POST", "/auth/sso/lookup", { body: { email: "a@corp.test" } }), 404);
     });
+  });
+});
+
+describe("single sign-on on a deployment that refuses private addresses", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it("refuses an OIDC issuer on plain http or a private address, naming config.issuer", async () => {
+    const { owner, slug } = await ownerWithOrg(app, "Careful Org");
+    for (const issuer of [
+      "http://idp.example.com",
+      "https://127.0.0.1:8443",
+      "https://169.254.169.254",
+      "https://10.1.2.3",
+    ]) {
+      const res = await call(app, "PUT", `/org/${slug}/sso`, {
+        cookie: owner.cookie,
+        body: { type: "oidc", enabled: true, config: { issuer, clientId: "c", clientSecret: "s" } },
+      });
+      expectValidation(res, "config.issuer");
+    }
+    expect((await call(app, "GET", `/org/${slug}/sso`, { cookie: owner.cookie })).body).toEqual({ sso: null });
   });
 });

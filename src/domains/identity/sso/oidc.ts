@@ -1,6 +1,7 @@
 import * as client from "openid-client";
 import type { Deps } from "../../../deps.ts";
 import { UnauthorizedError } from "../../../errors.ts";
+import { checkOutboundUrl } from "../../../lib/ssrf.ts";
 
 /** What an org's OIDC settings hold (DESIGN §12). */
 export interface OidcSettings {
@@ -26,10 +27,17 @@ export function issuerConfig(deps: Deps, settings: OidcSettings): Promise<client
   const known = discovered.get(key);
   if (known && known.until > now) return known.config;
   const insecure = deps.config.allowPrivateWebhookUrls && settings.issuer.startsWith("http://");
+  const guarded = guardedFetch(deps);
   const config = client
     .discovery(new URL(settings.issuer), settings.clientId, settings.clientSecret, undefined, {
       timeout: 10,
+      [client.customFetch]: guarded,
       ...(insecure ? { execute: [client.allowInsecureRequests] } : {}),
+    })
+    .then((discoveredConfig) => {
+      // Every later request too: the token endpoint, the keys, userinfo.
+      discoveredConfig[client.customFetch] = guarded;
+      return discoveredConfig;
     })
     .catch((error: unknown) => {
       discovered.delete(key);
@@ -39,6 +47,20 @@ export function issuerConfig(deps: Deps, settings: OidcSettings): Promise<client
   if (discovered.size >= MAX_DISCOVERED) discovered.delete(discovered.keys().next().value as string);
   discovered.set(key, { until: now + DISCOVERY_TTL_MS, config });
   return config;
+}
+
+/**
+ * `fetch` for the identity provider's endpoints, which an org admin chose: refused where the
+ * address is private, loopback, link-local or metadata (unless ALLOW_PRIVATE_WEBHOOK_URLS), as
+ * webhook URLs are. The name is resolved for the check and again by fetch, so a DNS answer that
+ * changes in between is not caught (the webhook client checks at connect time; this one cannot).
+ */
+function guardedFetch(deps: Deps): client.CustomFetch {
+  return async (url, options) => {
+    const refused = await checkOutboundUrl(url, { allowPrivate: deps.config.allowPrivateWebhookUrls });
+    if (refused) throw new Error(`refused to reach the identity provider: ${refused}`);
+    return fetch(url, options as RequestInit);
+  };
 }
 
 /** A login's secrets: state, nonce and the PKCE verifier, kept until its callback. */
