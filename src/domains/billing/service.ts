@@ -6,7 +6,7 @@ import type { Deps } from "../../deps.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import { isIdOf, newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
-import { type AuditActor, recordAudit, recordAuditAs } from "../audit/service.ts";
+import { type AuditActor, recordAudit, recordAuditAs, recordSystemAudit, SYSTEM_ACTOR } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { planOf } from "../plans/service.ts";
@@ -301,11 +301,9 @@ export async function completeCheckoutFromProvider(
 ): Promise<string | null> {
   const claimed = await claimCheckout(trx, deps, checkoutId);
   if (!claimed) return null;
-  await applyCheckout(trx, deps, claimed, { actor: SYSTEM, ip: null }, payment);
+  await applyCheckout(trx, deps, claimed, { actor: SYSTEM_ACTOR, ip: null }, payment);
   return claimed.org_id;
 }
-
-const SYSTEM: AuditActor = { type: "system", id: "plinth", email: null };
 
 /** Marks an open checkout completed; undefined when it is not open (completed already, or unknown). */
 function claimCheckout(trx: Db, deps: Deps, checkoutId: string): Promise<CheckoutRow | undefined> {
@@ -547,7 +545,7 @@ export async function endSubscriptionIn(
   const org = await trx.selectFrom("orgs").select("plan_id").where("id", "=", orgId).executeTakeFirstOrThrow();
   const to = deps.config.defaultPlan;
   await changePlan(trx, deps, { orgId, from: org.plan_id, to, interval: null });
-  await recordAuditAs(trx, deps, SYSTEM, null, {
+  await recordSystemAudit(trx, deps, {
     orgId,
     action: "billing.plan_changed",
     target: { type: "subscription", id: orgId },

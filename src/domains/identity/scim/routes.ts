@@ -5,7 +5,14 @@ import type { AppEnv } from "../../../http/context.ts";
 import { authedErrors, createRouter, jsonContent, OkSchema, sessionOrKey } from "../../../http/router.ts";
 import { orgCtx, requires } from "../../../http/service-context.ts";
 import { SlugParams } from "../../orgs/schemas.ts";
-import { resourceTypes, SCIM_CONTENT_TYPE, ScimError, schemas, serviceProviderConfig } from "./resources.ts";
+import {
+  listResponse,
+  resourceTypes,
+  SCIM_CONTENT_TYPE,
+  ScimError,
+  schemas,
+  serviceProviderConfig,
+} from "./resources.ts";
 import {
   createGroup,
   createUser,
@@ -164,25 +171,13 @@ export function scimRoutes(deps: Deps) {
     .openapi(scimRoute("get", "/ResourceTypes", "The resource types: User and Group", false), (c) =>
       answer(c, deps, 200, async () => {
         const types = resourceTypes(base(c));
-        return {
-          schemas: ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
-          totalResults: types.length,
-          startIndex: 1,
-          itemsPerPage: types.length,
-          Resources: types,
-        };
+        return listResponse(types, types.length, 1);
       }),
     )
     .openapi(scimRoute("get", "/Schemas", "The User and Group schemas", false), (c) =>
       answer(c, deps, 200, async () => {
         const list = schemas(base(c));
-        return {
-          schemas: ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
-          totalResults: list.length,
-          startIndex: 1,
-          itemsPerPage: list.length,
-          Resources: list,
-        };
+        return listResponse(list, list.length, 1);
       }),
     )
     .openapi(scimRoute("get", "/Users", "List members (filter, startIndex, count)", false), (c) =>

@@ -4,6 +4,7 @@ import type { Deps } from "../../../deps.ts";
 import { isIdOf, newId } from "../../../lib/ids.ts";
 import { type AuditActor, recordAuditAs } from "../../audit/service.ts";
 import type { OrgRow } from "../../orgs/records.ts";
+import { createIdentityAccount } from "../accounts.ts";
 import { type Filter, InvalidFilterError, matchesFilter, parseFilter } from "./filter.ts";
 import { GROUP_SCHEMA, listResponse, ScimError, USER_SCHEMA } from "./resources.ts";
 import { scimBaseUrl } from "./tokens.ts";
@@ -232,29 +233,8 @@ export async function createUser(ctx: ScimCtx, body: Json) {
       let account = await trx.selectFrom("users").select(["id", "name"]).where("email", "=", email).executeTakeFirst();
       if (!account) {
         const name = nameFrom(changes, email.split("@")[0] as string);
-        const accountId = newId("acct", now);
-        const at = deps.dialect === "postgres" ? now : now.toISOString();
-        await trx
-          .insertInto("users")
-          .values({
-            id: accountId,
-            name,
-            email,
-            email_verified: deps.dialect === "postgres" ? false : 0,
-            image: null,
-            created_at: at,
-            updated_at: at,
-            title: null,
-            timezone: null,
-            preferences: null,
-          })
-          .execute();
+        const accountId = await createIdentityAccount(trx, deps, ctx.org.id, { email, name, emailVerified: false });
         account = { id: accountId, name };
-        // Made by the org's identity provider: its SSO may sign it in (sso/service.ts, joinBySso).
-        await trx
-          .insertInto("sso_identities")
-          .values({ org_id: ctx.org.id, account_id: accountId, created_at: now.toISOString() })
-          .execute();
       }
       await trx
         .insertInto("memberships")
@@ -493,43 +473,53 @@ function memberIdsOf(value: unknown): string[] {
   });
 }
 
+/** Sets a member's role, with its audit row; owners keep theirs. */
+async function changeRole(trx: Db, ctx: ScimCtx, row: MemberRow, role: string): Promise<void> {
+  if (row.role === "owner" || row.role === role) return;
+  await trx
+    .updateTable("memberships")
+    .set({ role, updated_at: ctx.deps.clock.now().toISOString() })
+    .where("id", "=", row.id)
+    .execute();
+  await recordAuditAs(trx, ctx.deps, actorOf(ctx), ctx.ip, {
+    orgId: ctx.org.id,
+    action: "member.role_changed",
+    target: { type: "member", id: row.id },
+    data: { email: row.email, from: row.role, to: role },
+  });
+}
+
+/** The member of `id` in this org, or undefined. */
+function memberOrNone(trx: Db, ctx: ScimCtx, id: string): Promise<MemberRow | undefined> {
+  return findMember(ctx, id, trx).catch(() => undefined);
+}
+
 /** Gives `ids` the group's role (owners keep theirs); unknown ids are 400 `invalidValue`. */
 async function setRole(trx: Db, ctx: ScimCtx, ids: string[], role: string): Promise<void> {
   for (const id of ids) {
-    const row = isIdOf("mem", id) ? await findMember(ctx, id, trx).catch(() => undefined) : undefined;
+    const row = await memberOrNone(trx, ctx, id);
     if (!row) throw new ScimError(400, `no user ${id} to add to the group`, "invalidValue");
-    if (row.role === "owner" || row.role === role) continue;
-    await trx
-      .updateTable("memberships")
-      .set({ role, updated_at: ctx.deps.clock.now().toISOString() })
-      .where("id", "=", id)
-      .execute();
-    await recordAuditAs(trx, ctx.deps, actorOf(ctx), ctx.ip, {
-      orgId: ctx.org.id,
-      action: "member.role_changed",
-      target: { type: "member", id },
-      data: { email: row.email, from: row.role, to: role },
-    });
+    await changeRole(trx, ctx, row, role);
   }
 }
 
 /** Takes the group's role away from `ids` (they become viewers); members without it are left as they are. */
 async function dropRole(trx: Db, ctx: ScimCtx, ids: string[], role: string): Promise<void> {
   for (const id of ids) {
-    const row = isIdOf("mem", id) ? await findMember(ctx, id, trx).catch(() => undefined) : undefined;
-    if (!row || row.role !== role || role === DEFAULT_ROLE) continue;
-    await trx
-      .updateTable("memberships")
-      .set({ role: DEFAULT_ROLE, updated_at: ctx.deps.clock.now().toISOString() })
-      .where("id", "=", id)
-      .execute();
-    await recordAuditAs(trx, ctx.deps, actorOf(ctx), ctx.ip, {
-      orgId: ctx.org.id,
-      action: "member.role_changed",
-      target: { type: "member", id },
-      data: { email: row.email, from: role, to: DEFAULT_ROLE },
-    });
+    const row = await memberOrNone(trx, ctx, id);
+    if (row?.role === role) await changeRole(trx, ctx, row, DEFAULT_ROLE);
   }
+}
+
+/** Makes `ids` exactly the group's members: the others holding its role lose it. */
+async function replaceMembers(trx: Db, ctx: ScimCtx, group: GroupRow, ids: string[]): Promise<void> {
+  const wanted = new Set(ids);
+  const current = (await memberQuery(trx, ctx.org.id)
+    .where("memberships.role", "=", group.display_name)
+    .execute()) as MemberRow[];
+  const leaving = current.map((member) => member.id).filter((memberId) => !wanted.has(memberId));
+  await dropRole(trx, ctx, leaving, group.display_name);
+  await setRole(trx, ctx, ids, group.display_name);
 }
 
 export async function listGroups(
@@ -604,18 +594,9 @@ export async function replaceGroup(ctx: ScimCtx, id: string, body: Json) {
   if (body.displayName !== undefined && roleOf(body.displayName) !== group.display_name) {
     throw new ScimError(400, "a group's displayName (its role) cannot change", "mutability");
   }
-  const wanted = new Set(memberIdsOf(body.members));
+  const members = memberIdsOf(body.members);
   await ctx.deps.db.transaction().execute(async (trx) => {
-    const current = (await memberQuery(trx, ctx.org.id)
-      .where("memberships.role", "=", group.display_name)
-      .execute()) as MemberRow[];
-    await dropRole(
-      trx,
-      ctx,
-      current.map((member) => member.id).filter((memberId) => !wanted.has(memberId)),
-      group.display_name,
-    );
-    await setRole(trx, ctx, [...wanted], group.display_name);
+    await replaceMembers(trx, ctx, group, members);
     await touchGroup(trx, ctx, group, body.externalId);
   });
   return getGroup(ctx, id);
@@ -655,19 +636,7 @@ export async function patchGroup(ctx: ScimCtx, id: string, body: Json) {
         const ids = memberIdsOf(value);
         if (operation.op === "remove") await dropRole(trx, ctx, ids, group.display_name);
         else if (operation.op === "add") await setRole(trx, ctx, ids, group.display_name);
-        else {
-          const current = (await memberQuery(trx, ctx.org.id)
-            .where("memberships.role", "=", group.display_name)
-            .execute()) as MemberRow[];
-          const wanted = new Set(ids);
-          await dropRole(
-            trx,
-            ctx,
-            current.map((member) => member.id).filter((memberId) => !wanted.has(memberId)),
-            group.display_name,
-          );
-          await setRole(trx, ctx, ids, group.display_name);
-        }
+        else await replaceMembers(trx, ctx, group, ids);
       } else if (memberOfPath(path)) {
         if (operation.op !== "remove")
           throw new ScimError(400, "only remove takes a member filter path", "invalidPath");

@@ -13,6 +13,7 @@ import { recordAudit, recordAuditAs } from "../../audit/service.ts";
 import type { OrgCtx } from "../../context.ts";
 import { checkChallenge } from "../../domains/dns.ts";
 import { authorize, inOrgTransaction } from "../../orgs/access.ts";
+import { createIdentityAccount, rememberIdentity } from "../accounts.ts";
 import { authorizationUrl, issuerConfig, newLoginSecrets, type OidcSettings, redeemCallback } from "./oidc.ts";
 import { acceptSamlResponse, type SamlSettings, samlClient } from "./saml.ts";
 import type { SsoConfigSchema, SsoInput } from "./schemas.ts";
@@ -269,18 +270,21 @@ export function safeReturnPath(value: string | undefined): string {
   return inside ? value.slice(0, 2048) : "/";
 }
 
-async function enabledSso(deps: Deps, slug: string) {
-  const row = await deps.db
+/** The SSO of the live org `slug` (404 without one); `enabled`: only an enabled one. */
+async function ssoOfSlug(deps: Deps, slug: string, { enabled }: { enabled: boolean }): Promise<SsoRow> {
+  let query = deps.db
     .selectFrom("sso_configs")
     .innerJoin("orgs", "orgs.id", "sso_configs.org_id")
     .selectAll("sso_configs")
     .where("orgs.slug", "=", slug)
-    .where("orgs.deleted_at", "is", null)
-    .where("sso_configs.enabled", "=", 1)
-    .executeTakeFirst();
+    .where("orgs.deleted_at", "is", null);
+  if (enabled) query = query.where("sso_configs.enabled", "=", 1);
+  const row = await query.executeTakeFirst();
   if (!row) throw new NotFoundError("this organization has no single sign-on");
   return row;
 }
+
+const enabledSso = (deps: Deps, slug: string) => ssoOfSlug(deps, slug, { enabled: true });
 
 /** `GET /api/auth/sso/{orgSlug}`: where to send the browser (the IdP), the login's secrets kept until its callback. */
 export async function startSsoLogin(deps: Deps, slug: string, returnTo: string | undefined): Promise<string> {
@@ -370,31 +374,13 @@ async function joinBySso(deps: Deps, sso: SsoRow, person: { email: string; name:
       );
     }
     if (!account) {
-      const id = newId("acct", now);
-      const at = deps.dialect === "postgres" ? now : now.toISOString();
-      await trx
-        .insertInto("users")
-        .values({
-          id,
-          name: person.name ?? person.email.split("@")[0] ?? person.email,
-          email: person.email,
-          // The identity provider vouched for it.
-          email_verified: deps.dialect === "postgres" ? true : 1,
-          image: null,
-          created_at: at,
-          updated_at: at,
-          title: null,
-          timezone: null,
-          preferences: null,
-        })
-        .execute();
-      account = { id };
-    }
-    if (!linked) {
-      await trx
-        .insertInto("sso_identities")
-        .values({ org_id: orgId, account_id: account.id, created_at: now.toISOString() })
-        .execute();
+      // The identity provider vouched for the e-mail.
+      const name = person.name ?? person.email.split("@")[0] ?? person.email;
+      account = {
+        id: await createIdentityAccount(trx, deps, orgId, { email: person.email, name, emailVerified: true }),
+      };
+    } else if (!linked) {
+      await rememberIdentity(trx, deps, orgId, account.id);
     }
     const membership = await trx
       .selectFrom("memberships")
@@ -496,14 +482,7 @@ export async function completeSamlLogin(
 /** This service provider's SAML metadata (entity id, ACS), for the identity provider's admin. */
 export async function samlMetadata(deps: Deps, slug: string): Promise<string> {
   // Enabled or not: the identity provider's admin needs it before the first sign-in.
-  const row = await deps.db
-    .selectFrom("sso_configs")
-    .innerJoin("orgs", "orgs.id", "sso_configs.org_id")
-    .selectAll("sso_configs")
-    .where("orgs.slug", "=", slug)
-    .where("orgs.deleted_at", "is", null)
-    .executeTakeFirst();
-  if (!row) throw new NotFoundError("this organization has no single sign-on");
+  const row = await ssoOfSlug(deps, slug, { enabled: false });
   if (row.type !== "saml") throw new NotFoundError("this organization does not sign in with SAML");
   return samlClient(
     deps,
