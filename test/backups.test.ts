@@ -360,7 +360,7 @@ describe("backups", () => {
     expect(seen.has(200)).toBe(true);
   });
 
-  it("takes no body, {} or a kind; refuses another kind naming it", async () => {
+  it("takes no body, {} or kind manual, each a manual backup; refuses another kind naming it (#7)", async () => {
     const p = await createActiveProject(app, owner, slug, "Kinds");
     const bare = await fetch(`${app.url}/api${backups(p)}`, { method: "POST", headers: { cookie: owner.cookie } });
     expect(bare.status).toBe(201);
@@ -375,20 +375,56 @@ describe("backups", () => {
     const empty = await call(app, "POST", backups(p), { cookie: owner.cookie, body: {} });
     expect(empty.status).toBe(201);
     expect(empty.body.backup).toMatchObject({ kind: "manual", status: "pending" });
-    const auto = await backUp(p, { kind: "auto" });
-    expect(auto.kind).toBe("auto");
-    // The pro plan's 7-day window.
-    expect(Date.parse(auto.expiresAt) - Date.parse(auto.completedAt)).toBe(7 * DAY_MS);
+    const manual = await backUp(p, { kind: "manual" });
+    expect(manual).toMatchObject({ kind: "manual", status: "completed", expiresAt: null });
     for (const kind of ["bogus", 1, null])
       expectValidation(await call(app, "POST", backups(p), { cookie: owner.cookie, body: { kind } }), "kind");
+  });
+
+  it("refuses kind auto (422 naming kind), so it cannot pass the manual cap; nothing is created (#7)", async () => {
+    const p = await createActiveProject(app, owner, slug, "Auto refused");
+    const asAuto = (who: { cookie?: string; token?: string }) =>
+      call(app, "POST", backups(p), { ...who, body: { kind: "auto" } });
+    const deployKey = await createApiKey(app, owner, slug, "deploy");
+    for (const who of [{ cookie: owner.cookie }, { token: deployKey.token }]) {
+      const refused = await asAuto(who);
+      expectValidation(refused, "kind");
+      expect(refused.body.error.details).toEqual([
+        { path: "kind", message: "automatic backups are taken by the daily job only" },
+      ]);
+    }
+    // At the pro plan's cap of 10 manual backups, `auto` is no way around it.
+    for (let i = 0; i < 10; i++) await backUp(p);
+    expectError(await call(app, "POST", backups(p), { cookie: owner.cookie }), 409, "PLAN_LIMIT");
+    expectValidation(await asAuto({ cookie: owner.cookie }), "kind");
+    const list = await call(app, "GET", backups(p), { cookie: owner.cookie });
+    expect(list.body.backups).toHaveLength(10);
+    for (const backup of list.body.backups) expect(backup.kind).toBe("manual");
+    const audit = await call(app, "GET", `/org/${slug}/audit?action=backup.created&limit=500`, {
+      cookie: owner.cookie,
+    });
+    const created = audit.body.events.filter(
+      (event: { data: { projectId?: string } }) => event.data.projectId === p.id,
+    );
+    expect(created).toHaveLength(10);
+    for (const event of created) expect(event.data.kind).toBe("manual");
+    // The OpenAPI document still lists both kinds, as Backup.kind has them.
+    const document = (await call(app, "GET", "/openapi.json")).body;
+    expect(document.components.schemas.BackupInput.properties.kind.enum).toEqual(["auto", "manual"]);
   });
 
   it("caps manual backups per plan, and deleting one frees its place and its snapshot", async () => {
     const p = await createActiveProject(app, owner, slug, "Capped");
     const ids: string[] = [];
     for (let i = 0; i < 10; i++) ids.push((await backUp(p)).id);
-    // Automatic backups do not count.
-    expect((await backUp(p, { kind: "auto" })).status).toBe("completed");
+    // Automatic backups (the daily job's) do not count.
+    await dailyBackups(app.server.deps);
+    await until("the automatic backup", async () => {
+      const list = await call(app, "GET", backups(p), { cookie: owner.cookie });
+      return list.body.backups.some(
+        (b: { kind: string; status: string }) => b.kind === "auto" && b.status === "completed",
+      );
+    });
     const over = await call(app, "POST", backups(p), { cookie: owner.cookie });
     expectError(over, 409, "PLAN_LIMIT");
     expect(over.body.error.details).toEqual({ limit: 10, used: 10, planId: "pro" });
@@ -432,6 +468,8 @@ describe("backups", () => {
     const again = await call(app, "GET", backups(p), { cookie: owner.cookie });
     expect(again.body.backups.filter((b: { kind: string }) => b.kind === "auto")).toHaveLength(1);
     expect(await snapshotExists(p.id, auto.id)).toBe(true);
+    // The pro plan's 7-day window.
+    expect(Date.parse(auto.expiresAt) - Date.parse(auto.completedAt)).toBe(7 * DAY_MS);
 
     app.clock.advance(8 * DAY_MS);
     try {

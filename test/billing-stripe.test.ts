@@ -12,6 +12,7 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  tag,
 } from "./harness.ts";
 
 /**
@@ -339,5 +340,156 @@ describe("billing with the stripe provider", () => {
     ]) {
       expect((await deliver(event)).status).toBe(200);
     }
+  });
+
+  describe("when the plan changes", () => {
+    /** A subscription to `price` of a fresh org, as Stripe sends it, with `status`. */
+    const subscriptionOf = (org: { id: string; tag: string }, price: string, status: string) => {
+      const now = Math.floor(Date.now() / 1000);
+      return {
+        id: `sub_${org.tag}`,
+        object: "subscription",
+        customer: `cus_${org.tag}`,
+        status,
+        cancel_at_period_end: false,
+        metadata: { orgId: org.id },
+        items: {
+          object: "list",
+          data: [{ price: { id: price }, current_period_start: now, current_period_end: now + 30 * 86_400 }],
+        },
+      };
+    };
+
+    async function freshOrg() {
+      const fresh = await ownerWithOrg(app, "Stripe Plans");
+      const get = async (path: string) =>
+        (await call(app, "GET", `/org/${fresh.slug}${path}`, { cookie: fresh.owner.cookie })).body;
+      return { id: fresh.orgId, tag: tag(), get, planId: async () => (await get("/overview")).org.planId as string };
+    }
+
+    it("keeps the plan for an incomplete, past due, unpaid or paused subscription, until its invoice is paid (#11)", async () => {
+      const org = await freshOrg();
+      const at = Math.floor(Date.now() / 1000);
+      const created = stripeEvent(
+        "customer.subscription.created",
+        subscriptionOf(org, "price_pro_monthly", "incomplete"),
+        at,
+      );
+      expect((await deliver(created)).status).toBe(200);
+      expect(await org.planId()).toBe("free");
+      expect((await org.get("/billing/subscription")).subscription).toMatchObject({
+        planId: "pro",
+        status: "past_due",
+        provider: "stripe",
+      });
+      for (const [offset, status] of [
+        [1, "past_due"],
+        [2, "unpaid"],
+        [3, "paused"],
+      ] as const) {
+        const updated = stripeEvent(
+          "customer.subscription.updated",
+          subscriptionOf(org, "price_pro_monthly", status),
+          at + offset,
+        );
+        expect((await deliver(updated)).status).toBe(200);
+        expect(await org.planId(), status).toBe("free");
+      }
+      expect((await org.get("/audit?action=billing.plan_changed")).events).toEqual([]);
+
+      // The subscription's first paid invoice is its payment: now the org has its plan.
+      const paid = stripeEvent(
+        "invoice.paid",
+        {
+          id: `in_${org.tag}`,
+          object: "invoice",
+          customer: `cus_${org.tag}`,
+          currency: "usd",
+          number: `PLINTH-${org.tag}`,
+          amount_paid: 2500,
+          amount_due: 2500,
+          parent: {
+            type: "subscription_details",
+            subscription_details: { subscription: `sub_${org.tag}`, metadata: { orgId: org.id } },
+          },
+          lines: {
+            object: "list",
+            data: [{ description: "Pro plan", amount: 2500, period: { start: at, end: at + 30 * 86_400 } }],
+          },
+        },
+        at + 4,
+      );
+      expect((await deliver(paid)).status).toBe(200);
+      expect(await org.planId()).toBe("pro");
+      expect((await org.get("/billing/subscription")).subscription).toMatchObject({ planId: "pro", status: "active" });
+      const audit = (await org.get("/audit?action=billing.plan_changed")).events;
+      expect(audit).toHaveLength(1);
+      expect(audit[0]).toMatchObject({
+        actor: { type: "system" },
+        data: { from: "free", to: "pro", interval: "monthly", source: "stripe" },
+      });
+      // Applied once: Stripe repeating the invoice changes nothing more.
+      expect((await deliver(paid)).status).toBe(200);
+      expect((await org.get("/audit?action=billing.plan_changed")).events).toHaveLength(1);
+
+      // Past due on another price: recorded, and the plan stays until that is paid for.
+      const unpaidUpgrade = stripeEvent(
+        "customer.subscription.updated",
+        subscriptionOf(org, "price_scale_monthly", "past_due"),
+        at + 5,
+      );
+      expect((await deliver(unpaidUpgrade)).status).toBe(200);
+      expect(await org.planId()).toBe("pro");
+      expect((await org.get("/billing/subscription")).subscription).toMatchObject({
+        planId: "scale",
+        status: "past_due",
+      });
+    });
+
+    it("changes the plan at once on an active or trialing subscription, or a paid or free checkout (#11)", async () => {
+      const org = await freshOrg();
+      const at = Math.floor(Date.now() / 1000);
+      const active = stripeEvent(
+        "customer.subscription.created",
+        subscriptionOf(org, "price_pro_monthly", "active"),
+        at,
+      );
+      expect((await deliver(active)).status).toBe(200);
+      expect(await org.planId()).toBe("pro");
+      expect((await org.get("/billing/subscription")).subscription).toMatchObject({ planId: "pro", status: "active" });
+      const trialing = stripeEvent(
+        "customer.subscription.updated",
+        subscriptionOf(org, "price_scale_monthly", "trialing"),
+        at + 1,
+      );
+      expect((await deliver(trialing)).status).toBe(200);
+      expect(await org.planId()).toBe("scale");
+
+      // A checkout: unpaid changes nothing; paid for nothing (a full discount, a trial) completes it.
+      const checkoutOrg = await ownerWithOrg(app, "Stripe Checkout");
+      const started = await call(app, "POST", `/org/${checkoutOrg.slug}/billing/checkout`, {
+        cookie: checkoutOrg.owner.cookie,
+        body: { plan: "pro" },
+      });
+      expect(started.status, JSON.stringify(started.body)).toBe(201);
+      const session = (paymentStatus: string) =>
+        stripeEvent("checkout.session.completed", {
+          id: `cs_${paymentStatus}`,
+          object: "checkout.session",
+          mode: "subscription",
+          payment_status: paymentStatus,
+          customer: `cus_${org.tag}_checkout`,
+          subscription: `sub_${org.tag}_checkout`,
+          amount_total: 0,
+          metadata: { checkoutId: started.body.checkout.id, orgId: checkoutOrg.orgId },
+        });
+      const overview = async () =>
+        (await call(app, "GET", `/org/${checkoutOrg.slug}/overview`, { cookie: checkoutOrg.owner.cookie })).body.org
+          .planId;
+      expect((await deliver(session("unpaid"))).status).toBe(200);
+      expect(await overview()).toBe("free");
+      expect((await deliver(session("no_payment_required"))).status).toBe(200);
+      expect(await overview()).toBe("pro");
+    });
   });
 });

@@ -19,6 +19,7 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  tag,
   until,
 } from "./harness.ts";
 
@@ -376,6 +377,20 @@ describe("MCP server", () => {
   });
 
   describe("refusals", () => {
+    /** A call refused before it ran: a tool error naming the path argument, and nothing of any route. */
+    const expectSegmentFault = (result: CallToolResult, argument: string) => {
+      expect(refusal(result)).toBe(
+        `invalid arguments: ${argument} must be one path segment of A-Z, a-z, 0-9, '_' or '-'`,
+      );
+      expect(result.structuredContent).toEqual({
+        error: {
+          code: "VALIDATION",
+          message: "invalid arguments",
+          details: [{ path: argument, message: expect.stringContaining("one path segment") }],
+        },
+      });
+    };
+
     it("refuses create_project to a read-only key, and creates nothing", async () => {
       const client = await connect(app, readOnly.token);
       const before = (await call(app, "GET", `/org/${slug}/projects`, { cookie: owner.cookie })).body.projects.length;
@@ -479,6 +494,157 @@ describe("MCP server", () => {
       const remaining = Number(first.headers.get("ratelimit-remaining"));
       const rest = await call(app, "GET", `/org/${slug}/projects`, { token: key.token });
       expect(Number(rest.headers.get("ratelimit-remaining"))).toBe(remaining - 1);
+    });
+
+    it("refuses a JSON-RPC batch whole, with -32600, and runs none of its calls (#6)", async () => {
+      const key = await createApiKey(app, owner, slug, "full");
+      const headers = { authorization: `Bearer ${key.token}`, "mcp-protocol-version": "2025-06-18" };
+      const projectCount = async () =>
+        (await call(app, "GET", `/org/${slug}/projects?limit=100`, { cookie: owner.cookie })).body.projects.length;
+      const before = await projectCount();
+      const createCall = (id: number) => ({
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: { name: "create_project", arguments: { name: `Batched ${id}` } },
+      });
+      // Many calls for one request (one rate-limit hit), a batch of one, an initialize batched with a call.
+      const batches = [[1, 2, 3, 4, 5].map(createCall), [createCall(6)], [JSON.parse(INITIALIZE), createCall(7)]];
+      for (const batch of batches) {
+        const res = await rawPost(app, JSON.stringify(batch), headers);
+        expect(res.status).toBe(400);
+        expect(await res.json()).toEqual({
+          jsonrpc: "2.0",
+          error: { code: -32600, message: expect.stringContaining("batches are not supported") },
+          id: null,
+        });
+      }
+      expect(await projectCount()).toBe(before);
+      const audit = await call(app, "GET", `/org/${slug}/audit?action=project.*&limit=100`, { cookie: owner.cookie });
+      expect(audit.body.events.filter((event: { actor: { id: string } }) => event.actor.id === key.id)).toEqual([]);
+    });
+
+    it("still runs one JSON-RPC message per request, and documents that batches are refused (#6)", async () => {
+      const key = await createApiKey(app, owner, slug, "full");
+      const res = await rawPost(
+        app,
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: { name: "create_project", arguments: { name: "One Message" } },
+        }),
+        { authorization: `Bearer ${key.token}`, "mcp-protocol-version": "2025-06-18" },
+      );
+      expect(res.status).toBe(200);
+      const { result } = (await res.json()) as { result: CallToolResult };
+      const created = answer(result).project;
+      expect(created).toMatchObject({ name: "One Message" });
+      const audit = await call(app, "GET", `/org/${slug}/audit?action=project.created&limit=100`, {
+        cookie: owner.cookie,
+      });
+      expect(
+        audit.body.events.filter((event: { target: { id: string } }) => event.target.id === created.id),
+      ).toMatchObject([{ actor: { type: "api_key", id: key.id } }]);
+      const document = (await call(app, "GET", "/openapi.json")).body;
+      const description: string = document.paths["/mcp"].post.description;
+      expect(description).not.toContain("or a batch");
+      expect(description).toMatch(/a batch is refused/);
+    });
+
+    it("refuses get_project path arguments that are not one plain segment, reaching no other route (#9)", async () => {
+      const escapes = [
+        "..",
+        ".",
+        "../..",
+        "../members",
+        "%2e%2e",
+        "%2E%2E%2Fmembers",
+        "..%2fmembers",
+        "a/b",
+        "..\\members",
+        "\\",
+        `${project.slug}/..`,
+        `${project.slug}/.`,
+        `${project.slug}?x=1`,
+        `${project.slug}#x`,
+        `${project.slug}.json`,
+        " ",
+        "b\u0430se",
+      ];
+      const pinned = await createApiKey(app, owner, slug, "read-only", { mcpTools: ["get_project"] });
+      const client = await connect(app, pinned.token);
+      for (const projectSlug of escapes) {
+        expectSegmentFault(await callTool(client, "get_project", { projectSlug }), "projectSlug");
+      }
+      await client.close();
+    });
+
+    it("refuses get_item path arguments such as collection '..', which reached list_collections (#9)", async () => {
+      // `/items/../collections` is `/collections`: routes beside /items, outside the key's mcpTools.
+      const pinned = await createApiKey(app, owner, slug, "read-only", { mcpTools: ["get_item"] });
+      const client = await connect(app, pinned.token);
+      const attempts: [Record<string, string>, string][] = [
+        [{ collection: "..", id: "collections" }, "collection"],
+        [{ collection: "..", id: "webhooks" }, "collection"],
+        [{ collection: "%2e%2e", id: "collections" }, "collection"],
+        [{ collection: "notes", id: "../../collections" }, "id"],
+        [{ collection: "notes", id: ".." }, "id"],
+        [{ projectId: `${project.id}/..` }, "projectId"],
+      ];
+      for (const [args, argument] of attempts) {
+        const result = await callTool(client, "get_item", { projectId: project.id, collection: "x", id: "y", ...args });
+        expectSegmentFault(result, argument);
+      }
+      await client.close();
+    });
+
+    it("still calls a tool with plain path arguments, as its own route (#9)", async () => {
+      const pinned = await createApiKey(app, owner, slug, "read-only", { mcpTools: ["get_project", "get_item"] });
+      const client = await connect(app, pinned.token);
+      const viaRest = await call(app, "GET", `/org/${slug}/projects/${project.slug}`, { token: pinned.token });
+      expectStatus(viaRest, 200);
+      expect(answer(await callTool(client, "get_project", { projectSlug: project.slug }))).toEqual(viaRest.body);
+
+      const collection = `paths_${tag()}`;
+      expectStatus(
+        await callWorkspace(app, project.id, "POST", "/collections", { token: full.token, body: { slug: collection } }),
+        201,
+      );
+      const item = await callWorkspace(app, project.id, "POST", `/items/${collection}`, {
+        token: full.token,
+        body: { title: "plain" },
+      });
+      expectStatus(item, 201);
+      const id = item.body.item?.id ?? item.body.id;
+      const read = answer(await callTool(client, "get_item", { projectId: project.id, collection, id }));
+      const itemViaRest = await callWorkspace(app, project.id, "GET", `/items/${collection}/${id}`, {
+        token: pinned.token,
+      });
+      expect(read).toEqual(itemViaRest.body);
+      expect(JSON.stringify(read)).toContain('"title":"plain"');
+      await client.close();
+    });
+
+    it("refuses create_backup with kind auto, naming kind, and backs up as manual by default (#7)", async () => {
+      const tools = (await fullClient.listTools()).tools;
+      const createBackup = tools.find((tool) => tool.name === "create_backup");
+      expect(createBackup?.inputSchema).toMatchObject({
+        properties: { projectSlug: { type: "string" }, kind: { type: "string", enum: ["auto", "manual"] } },
+        required: ["projectSlug"],
+      });
+      const backupsPath = `/org/${slug}/projects/${project.slug}/backups`;
+      const before = (await call(app, "GET", backupsPath, { cookie: owner.cookie })).body.backups.length;
+      const auto = await callTool(fullClient, "create_backup", { projectSlug: project.slug, kind: "auto" });
+      expect(refusal(auto)).toMatch(
+        /^VALIDATION \(HTTP 422\): validation failed: kind: automatic backups are taken by the daily job only/,
+      );
+      expect((auto.structuredContent as any).error.details).toEqual([
+        { path: "kind", message: "automatic backups are taken by the daily job only" },
+      ]);
+      expect((await call(app, "GET", backupsPath, { cookie: owner.cookie })).body.backups).toHaveLength(before);
+      const manual = answer(await callTool(fullClient, "create_backup", { projectSlug: project.slug }));
+      expect(manual.backup).toMatchObject({ kind: "manual" });
     });
   });
 });

@@ -10,6 +10,15 @@ import type { McpTool, RestRequest } from "./tools.ts";
 const tags = ["MCP"];
 /** What the SDK's transport answers a body that is no JSON (read here: the API's body limit has read it already). */
 const PARSE_ERROR = { jsonrpc: "2.0", error: { code: -32700, message: "Parse error: Invalid JSON" }, id: null };
+/**
+ * MCP 2025-06-18 removed JSON-RPC batches; the SDK's transport would still run one, each of up to
+ * 100 tool calls for the single rate-limit hit of its request.
+ */
+const BATCH_REFUSED = {
+  jsonrpc: "2.0",
+  error: { code: -32600, message: "Invalid Request: JSON-RPC batches are not supported; send one message per request" },
+  id: null,
+};
 
 const ToolSummary = z
   .object({
@@ -38,7 +47,8 @@ const mcpRoute = createRoute({
   summary: "The MCP server (Streamable HTTP, stateless): JSON-RPC in, JSON-RPC out",
   description:
     "Model Context Protocol over Streamable HTTP, without sessions: every POST carries one JSON-RPC " +
-    "message (or a batch) and is answered with JSON. `Authorization: Bearer pak_…` only: the key's " +
+    "message and is answered with JSON; a batch is refused (400, JSON-RPC error -32600), as MCP " +
+    "2025-06-18 has none. `Authorization: Bearer pak_…` only: the key's " +
     "scope and `mcpTools` decide which tools `tools/list` shows and `tools/call` runs. Each tool is " +
     "one operation of this API (see `GET /mcp/tools`), run with the key's rights and audited as it. " +
     "Requests must `Accept` both `application/json` and `text/event-stream`.",
@@ -84,6 +94,7 @@ export function mcpRoutes(
           return Response.json(PARSE_ERROR, { status: 400 });
         }
       }
+      if (Array.isArray(body)) return Response.json(BATCH_REFUSED, { status: 400 });
       const runAsKey: RunRestRequest = (request) => run(c, request);
       return answerMcp(c.req.raw, body, principal, tools(), runAsKey);
     });

@@ -20,7 +20,8 @@ const validator = new AjvJsonSchemaValidator();
 /**
  * Answers one MCP HTTP request (stateless Streamable HTTP: a server and a transport of its own,
  * answered as JSON) for an API key, which sees and calls only the tools its scope and `mcpTools`
- * allow. `body` is the parsed JSON-RPC message, or undefined for the transport to refuse.
+ * allow. `body` is the parsed JSON-RPC message (never a batch: the route refuses those), or
+ * undefined for the transport to refuse.
  *
  * The SDK's low-level `Server` rather than `McpServer`: the tools' JSON Schemas are computed once
  * from the OpenAPI document and each key sees its own subset, where `McpServer` would register

@@ -45,6 +45,14 @@ export interface ToolSources {
 const BODY_ARGUMENT = "data";
 
 /**
+ * What a path argument may be: one segment that no URL parser or router reads as anything else
+ * (`.`, `..`, `/`, `\` and percent-escapes would let a call reach another route than its tool's).
+ */
+const SEGMENT = "[A-Za-z0-9_-]+";
+const PATH_SEGMENT = new RegExp(`^${SEGMENT}$`);
+const PATH_SEGMENT_RULE = "must be one path segment of A-Z, a-z, 0-9, '_' or '-'";
+
+/**
  * Resolves every catalog entry against the OpenAPI documents and the routes; throws when an entry
  * names no operation, or a write names no permission (so a tool can never outlive its route).
  */
@@ -145,6 +153,8 @@ function callShape(
     }
   }
   const known = new Set(Object.keys(properties));
+  const template = `${entry.api === "control" ? "/api" : "/w/{projectId}/api"}${path}`;
+  const templatePattern = pathPattern(template);
   const inputSchema = {
     type: "object" as const,
     properties,
@@ -158,18 +168,15 @@ function callShape(
       for (const name of Object.keys(args)) {
         if (!known.has(name)) faults.push({ path: name, message: `is not an argument of ${entry.name}` });
       }
-      let resolved = path;
-      const values: Record<string, string> = {};
+      const values: Record<string, string> = { slug: orgSlug };
       for (const name of pathNames) {
         const value = args[name];
         if (value === undefined || value === null || value === "") faults.push({ path: name, message: "is required" });
         else if (typeof value !== "string" && typeof value !== "number")
           faults.push({ path: name, message: "must be a string" });
-        else values[name] = encodeURIComponent(String(value));
+        else if (!PATH_SEGMENT.test(String(value))) faults.push({ path: name, message: PATH_SEGMENT_RULE });
+        else values[name] = String(value);
       }
-      resolved = resolved.replace(/\{(\w+)\}/g, (_, name: string) =>
-        name === "slug" ? encodeURIComponent(orgSlug) : (values[name] ?? ""),
-      );
       const query = new URLSearchParams();
       for (const name of queryNames) {
         const value = args[name];
@@ -181,14 +188,24 @@ function callShape(
         }
       }
       if (faults.length > 0) return faults;
+      const resolved = template.replace(/\{(\w+)\}/g, (_, name: string) => values[name] ?? "");
+      // Each argument was checked above; this holds the whole path, the org's slug included, to the
+      // tool's route. Failing it is a bug here, not the caller's fault: the SDK answers an internal error.
+      if (!templatePattern.test(resolved))
+        throw new Error(`MCP tool ${entry.name}: ${resolved} is no path of ${template}`);
       const search = query.size > 0 ? `?${query}` : "";
-      const prefix = entry.api === "control" ? "/api" : `/w/${values.projectId}/api`;
       let body: unknown;
       if (bodyFields === "whole") body = args[BODY_ARGUMENT] ?? {};
       else if (bodyFields) body = Object.fromEntries(Object.entries(args).filter(([name]) => bodyFields.has(name)));
-      return { method, path: `${prefix}${resolved}${search}`, ...(bodyFields ? { body } : {}) };
+      return { method, path: `${resolved}${search}`, ...(bodyFields ? { body } : {}) };
     },
   };
+}
+
+/** A path template (`/api/org/{slug}/…`) as a pattern in which each `{name}` is exactly one SEGMENT. */
+function pathPattern(template: string): RegExp {
+  const literals = template.split(/\{\w+\}/).map((literal) => literal.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return new RegExp(`^${literals.join(SEGMENT)}$`);
 }
 
 function describe(description: string | undefined): JsonSchema {

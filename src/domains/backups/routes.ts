@@ -120,7 +120,8 @@ export function backupRoutes(deps: Deps, runtime: WorkspaceRuntime) {
       async (c) => {
         const { slug, projectSlug } = c.req.valid("param");
         const ctx = await orgCtx(c, deps, slug);
-        return c.json(await createBackup({ ctx, projectSlug, input: c.req.valid("json") }), 201);
+        // The body is validated (BackupInput refuses `auto`); a manual backup is all it can ask for.
+        return c.json(await createBackup({ ctx, projectSlug }), 201);
       },
     )
     .openapi(listBackupsRoute, async (c) => {

@@ -23,10 +23,16 @@ export const RestoreWindowSchema = z
 
 export const BackupInput = z
   .object({
-    kind: z.enum(["auto", "manual"]).optional().openapi({
-      description:
-        "`manual` (the default) is kept until deleted and counts against the plan's cap; `auto` expires after the restore window",
-    }),
+    // `auto` stays in the enum, as Backup.kind has it, but is refused: an automatic backup escapes the manual cap.
+    kind: z
+      .enum(["auto", "manual"])
+      .refine((kind) => kind === "manual", "automatic backups are taken by the daily job only")
+      .optional()
+      .openapi({
+        description:
+          "Only `manual` (the default): kept until deleted and counted against the plan's cap. " +
+          "`auto` is refused (422): automatic backups are taken by the daily job",
+      }),
   })
   .openapi("BackupInput");
 

@@ -279,48 +279,38 @@ export async function startBackup(
   return row;
 }
 
-export async function createBackup({
-  ctx,
-  projectSlug,
-  input,
-}: {
-  ctx: OrgCtx;
-  projectSlug: string;
-  input: { kind?: "auto" | "manual" } | undefined;
-}) {
+/** A manual backup: the only kind callers make (BackupInput refuses `auto`; the daily job takes those). */
+export async function createBackup({ ctx, projectSlug }: { ctx: OrgCtx; projectSlug: string }) {
   authorize(ctx, "projects:lifecycle");
   const project = await findProject(ctx, projectSlug);
   assertWorkspaceSettled(project, "backed up");
-  const kind = input?.kind ?? "manual";
   const row = await inOrgTransaction(ctx, async (trx) => {
-    if (kind === "manual") {
-      // Counted under the project's row lock on PostgreSQL (SQLite's writers take turns): two
-      // requests at once cannot both take the last place.
-      if (ctx.deps.dialect === "postgres") {
-        await trx.selectFrom("projects").select("id").where("id", "=", project.id).forUpdate().execute();
-      }
-      const limit = planOf(ctx.deps.config, ctx.org.plan_id).limits.manualBackups;
-      const used = await trx
-        .selectFrom("backups")
-        .select((eb) => eb.fn.countAll<number | string>().as("n"))
-        .where("project_id", "=", project.id)
-        .where("kind", "=", "manual")
-        .where("status", "!=", "failed")
-        .executeTakeFirstOrThrow();
-      if (Number(used.n) >= limit) {
-        throw new PlanLimitError(`the ${ctx.org.plan_id} plan keeps at most ${limit} manual backups per project`, {
-          limit,
-          used: Number(used.n),
-          planId: ctx.org.plan_id,
-        });
-      }
+    // Counted under the project's row lock on PostgreSQL (SQLite's writers take turns): two
+    // requests at once cannot both take the last place.
+    if (ctx.deps.dialect === "postgres") {
+      await trx.selectFrom("projects").select("id").where("id", "=", project.id).forUpdate().execute();
     }
-    const backup = await startBackup(trx, ctx.deps, project, kind);
+    const limit = planOf(ctx.deps.config, ctx.org.plan_id).limits.manualBackups;
+    const used = await trx
+      .selectFrom("backups")
+      .select((eb) => eb.fn.countAll<number | string>().as("n"))
+      .where("project_id", "=", project.id)
+      .where("kind", "=", "manual")
+      .where("status", "!=", "failed")
+      .executeTakeFirstOrThrow();
+    if (Number(used.n) >= limit) {
+      throw new PlanLimitError(`the ${ctx.org.plan_id} plan keeps at most ${limit} manual backups per project`, {
+        limit,
+        used: Number(used.n),
+        planId: ctx.org.plan_id,
+      });
+    }
+    const backup = await startBackup(trx, ctx.deps, project, "manual");
     await recordAudit(trx, ctx, {
       orgId: ctx.org.id,
       action: "backup.created",
       target: { type: "backup", id: backup.id },
-      data: { projectId: project.id, kind },
+      data: { projectId: project.id, kind: "manual" },
     });
     return backup;
   });

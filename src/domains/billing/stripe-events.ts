@@ -68,7 +68,8 @@ async function applyEvent(
     case "checkout.session.completed":
     case "checkout.session.async_payment_succeeded": {
       const session = event.data.object as Stripe.Checkout.Session;
-      if (session.payment_status === "unpaid") return null;
+      // `no_payment_required` too: a 100%-discount or trial checkout is settled without a payment.
+      if (session.payment_status !== "paid" && session.payment_status !== "no_payment_required") return null;
       const checkoutId = session.metadata?.checkoutId;
       if (!checkoutId) return undefined;
       const completed = await completeCheckoutFromProvider(trx, deps, checkoutId, {
@@ -144,6 +145,11 @@ function planOfPrice(prices: Record<string, string>, priceId: string | undefined
   return { planId, interval };
 }
 
+/**
+ * Records the subscription; the org moves to its plan only while Stripe says it is paid for
+ * (`active`, `trialing`). An `incomplete`, `past_due`, `unpaid` or `paused` one is kept as
+ * past due without changing the plan: its first paid invoice moves the org (applyInvoice).
+ */
 async function applySubscription(
   trx: Db,
   deps: Deps,
@@ -185,19 +191,32 @@ async function applySubscription(
     await endSubscriptionIn(trx, deps, orgId, null);
     return orgId;
   }
-  if (planId !== org.plan_id) {
-    await changePlan(trx, deps, { orgId, from: org.plan_id, to: planId, interval: row.interval });
-    await recordSystemAudit(trx, deps, {
-      orgId,
-      action: "billing.plan_changed",
-      target: { type: "subscription", id: orgId },
-      data: { from: org.plan_id, to: planId, interval: row.interval, source: "stripe" },
-    });
+  if (status === "active") {
+    await moveToPlan(trx, deps, { orgId, from: org.plan_id, to: planId, interval: row.interval });
   }
   return orgId;
 }
 
-/** A paid invoice is recorded (or updated) by its Stripe id; a failed payment leaves it open and the subscription past due. */
+/** Moves the org to its paid subscription's plan, when that is another: `billing.plan_change` and an audit row. */
+async function moveToPlan(
+  trx: Db,
+  deps: Deps,
+  change: { orgId: string; from: string; to: string; interval: string },
+): Promise<void> {
+  if (change.to === change.from) return;
+  await changePlan(trx, deps, change);
+  await recordSystemAudit(trx, deps, {
+    orgId: change.orgId,
+    action: "billing.plan_changed",
+    target: { type: "subscription", id: change.orgId },
+    data: { from: change.from, to: change.to, interval: change.interval, source: "stripe" },
+  });
+}
+
+/**
+ * A paid invoice is recorded (or updated) by its Stripe id and makes its subscription active, on
+ * its plan; a failed payment leaves it open and the subscription past due.
+ */
 async function applyInvoice(
   trx: Db,
   deps: Deps,
@@ -254,14 +273,25 @@ async function applyInvoice(
     )
     .execute();
   if (subscriptionId) {
-    await trx
+    const subscription = await trx
       .updateTable("subscriptions")
       .set({ status: paid ? "active" : "past_due", updated_at: deps.clock.now().toISOString() })
       .where("org_id", "=", orgId)
       .where("provider_subscription_id", "=", subscriptionId)
       .where("status", "!=", "canceled")
       .where("provider_event_at", "<=", event.created)
-      .execute();
+      .returning(["plan_id", "interval"])
+      .executeTakeFirst();
+    // How a subscription that began unpaid (`incomplete`) gets its plan.
+    if (paid && subscription) {
+      const org = await trx.selectFrom("orgs").select("plan_id").where("id", "=", orgId).executeTakeFirstOrThrow();
+      await moveToPlan(trx, deps, {
+        orgId,
+        from: org.plan_id,
+        to: subscription.plan_id,
+        interval: subscription.interval,
+      });
+    }
   }
   return orgId;
 }
