@@ -65,6 +65,14 @@ const EnvSchema = z.object({
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be a lower-case SQL identifier")
     .optional(),
   AUTH_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  ENCRYPTION_KEY: z.string().min(32, "must be at least 32 characters").optional(),
+  ENCRYPTION_KEY_PREVIOUS: z
+    .string()
+    .refine(
+      (list) => list.split(",").every((key) => key.trim().length >= 32),
+      "must be a comma-separated list of keys of at least 32 characters",
+    )
+    .optional(),
   COOKIE_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,32}$/)
@@ -125,6 +133,10 @@ export type Config = {
   databaseUrl: string | undefined;
   databaseSchema: string | undefined;
   authSecret: string | undefined;
+  /** Seals secrets at rest (SecretBox); unset: derived from the auth secret. */
+  encryptionKey: string | undefined;
+  /** Keys values may still be sealed with (a rotation under way). */
+  previousEncryptionKeys: string[];
   cookiePrefix: string;
   smtpUrl: string | undefined;
   mailFrom: string;
@@ -251,6 +263,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: e.DATABASE_URL,
     databaseSchema: e.DATABASE_SCHEMA,
     authSecret: e.AUTH_SECRET,
+    encryptionKey: e.ENCRYPTION_KEY,
+    previousEncryptionKeys: e.ENCRYPTION_KEY_PREVIOUS?.split(",").map((key) => key.trim()) ?? [],
     cookiePrefix: e.COOKIE_PREFIX,
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,

@@ -5,6 +5,7 @@ import type { Dialect, Reader } from "./db/database.ts";
 import type { Database } from "./db/schema.ts";
 import type { JobQueue } from "./jobs/queue.ts";
 import type { OutboundClient } from "./lib/outbound.ts";
+import type { SecretBox } from "./lib/secret-box.ts";
 import type { Logger } from "./logger.ts";
 import type { Mailer } from "./mail/mailer.ts";
 
@@ -21,4 +22,6 @@ export interface Deps {
   jobs: JobQueue;
   /** Outbound HTTP for webhooks and integrations, with the SSRF guard at connect time. */
   outbound: OutboundClient;
+  /** Seals the secrets Plinth keeps at rest (identity provider and integration credentials). */
+  secrets: SecretBox;
 }

@@ -3,30 +3,41 @@ import {
   call,
   createOrg,
   expectError,
+  invitationToken,
+  type Mailbox,
   ownerWithOrg,
   signUp,
   startApp,
+  startMailbox,
   type TestApp,
   type TestUser,
   uniqueEmail,
 } from "./harness.ts";
+import { proveDomain, startDns, type TestDns } from "./identity-kit.ts";
 
 /**
  * SCIM 2.0 provisioning (DESIGN §12) over real HTTP, following the checks of Okta's SCIM 2.0 test
  * plan and Entra ID's SCIM validator: discovery, list with count, filter by userName (any case),
  * create, duplicate 409, unknown id 404, PUT, PATCH in both providers' forms, deactivate, delete,
- * Groups as roles, filters, errors, isolation and the audit log.
+ * Groups as roles, filters, errors, isolation and the audit log. The org has proven its e-mail
+ * domain (DOMAIN), whose people SCIM enrolls at once; anyone else it invites (issue 31 #3, #4).
  */
 
 const USER = "urn:ietf:params:scim:schemas:core:2.0:User";
 const ERROR = "urn:ietf:params:scim:api:messages:2.0:Error";
 const PATCH = "urn:ietf:params:scim:api:messages:2.0:PatchOp";
+/** The org's proven e-mail domain. */
+const DOMAIN = "scim.test";
+/** A new address in the org's proven domain. */
+const corpEmail = (label: string) => uniqueEmail(label).replace("@example.test", `@${DOMAIN}`);
 
 describe("SCIM provisioning", () => {
   let app: TestApp;
   let owner: TestUser;
   let slug: string;
   let token: string;
+  let dns: TestDns;
+  let mailbox: Mailbox;
 
   /** A SCIM request to the org's base URL, as its identity provider makes it. */
   const scim = (method: string, path: string, body?: unknown, as: string | null = token, orgSlug = slug) =>
@@ -52,7 +63,7 @@ describe("SCIM provisioning", () => {
     expect(typeof body.detail).toBe("string");
     if (scimType) expect(body.scimType).toBe(scimType);
   };
-  const newUser = (email = uniqueEmail("scim"), extra: Record<string, unknown> = {}) => ({
+  const newUser = (email = corpEmail("scim"), extra: Record<string, unknown> = {}) => ({
     schemas: [USER],
     userName: email,
     name: { givenName: "Ada", familyName: "Lovelace" },
@@ -63,14 +74,19 @@ describe("SCIM provisioning", () => {
   const members = async () => (await call(app, "GET", `/org/${slug}/members`, { cookie: owner.cookie })).body.members;
 
   beforeAll(async () => {
-    app = await startApp({ RATE_LIMIT_PER_MINUTE: "1000000" });
+    dns = await startDns();
+    mailbox = await startMailbox();
+    app = await startApp({ RATE_LIMIT_PER_MINUTE: "1000000", DNS_SERVERS: dns.servers, SMTP_URL: mailbox.url });
     ({ owner, slug } = await ownerWithOrg(app, "Provisioned Org"));
+    await proveDomain(app, owner.cookie, slug, DOMAIN, dns);
     const minted = await call(app, "POST", `/org/${slug}/scim/token`, { cookie: owner.cookie });
     expect(minted.status, JSON.stringify(minted.body)).toBe(201);
     token = minted.body.token;
   });
   afterAll(async () => {
     await app?.close();
+    await dns?.close();
+    await mailbox?.close();
   });
 
   describe("settings and tokens", () => {
@@ -131,7 +147,7 @@ describe("SCIM provisioning", () => {
 
   describe("Users (Okta's test plan)", () => {
     let created: any;
-    const email = uniqueEmail("okta");
+    const email = corpEmail("okta");
 
     it("lists users with count=1, and finds none for a random userName", async () => {
       const page = parsed(await scim("GET", "/Users?count=1&startIndex=1"));
@@ -193,11 +209,11 @@ describe("SCIM provisioning", () => {
       );
       expect(res.status, String(res.body)).toBe(200);
       expect(parsed(res)).toMatchObject({ name: { givenName: "Augusta", familyName: "King" }, active: true });
-      await expectScimError(scim("PUT", `/Users/${created.id}`, newUser(uniqueEmail("other"))), 400, "mutability");
+      await expectScimError(scim("PUT", `/Users/${created.id}`, newUser(corpEmail("other"))), 400, "mutability");
     });
 
     it("deactivates with PATCH replace (Okta's form): suspended, listed, and locked out of the org", async () => {
-      const person = await signUp(app);
+      const person = await signUp(app, corpEmail("person"));
       const provisioned = parsed(await scim("POST", "/Users", newUser(person.email)));
       expect((await call(app, "GET", `/org/${slug}/overview`, { cookie: person.cookie })).status).toBe(200);
       const res = await scim("PATCH", `/Users/${provisioned.id}`, {
@@ -221,7 +237,7 @@ describe("SCIM provisioning", () => {
     });
 
     it("takes Entra ID's PATCH forms: capitalised op, path, 'False' as a string, dotted value keys", async () => {
-      const res = await scim("POST", "/Users", newUser(uniqueEmail("entra")));
+      const res = await scim("POST", "/Users", newUser(corpEmail("entra")));
       const user = parsed(res);
       const patched = await scim("PATCH", `/Users/${user.id}`, {
         schemas: [PATCH],
@@ -262,7 +278,7 @@ describe("SCIM provisioning", () => {
     });
 
     it("deletes a user: the membership goes, the account stays", async () => {
-      const user = parsed(await scim("POST", "/Users", newUser(uniqueEmail("gone"))));
+      const user = parsed(await scim("POST", "/Users", newUser(corpEmail("gone"))));
       expect((await scim("DELETE", `/Users/${user.id}`)).status).toBe(204);
       await expectScimError(scim("GET", `/Users/${user.id}`), 404);
       await expectScimError(scim("DELETE", `/Users/${user.id}`), 404);
@@ -288,23 +304,23 @@ describe("SCIM provisioning", () => {
     it("filters with eq, sw, co, pr, and, or, not; pages with startIndex and count", async () => {
       const prefix = `flt${Date.now()}`;
       for (const n of [1, 2, 3]) {
-        expect((await scim("POST", "/Users", newUser(`${prefix}-${n}@example.test`))).status).toBe(201);
+        expect((await scim("POST", "/Users", newUser(`${prefix}-${n}@${DOMAIN}`))).status).toBe(201);
       }
       const query = (filter: string, extra = "") =>
         scim("GET", `/Users?filter=${encodeURIComponent(filter)}${extra}`).then((res) => parsed(res));
       expect((await query(`userName sw "${prefix}"`)).totalResults).toBe(3);
       expect((await query(`userName co "${prefix}-2"`)).totalResults).toBe(1);
+      expect((await query(`userName sw "${prefix}" and not (userName eq "${prefix}-1@${DOMAIN}")`)).totalResults).toBe(
+        2,
+      );
       expect(
-        (await query(`userName sw "${prefix}" and not (userName eq "${prefix}-1@example.test")`)).totalResults,
+        (await query(`userName eq "${prefix}-1@${DOMAIN}" or userName eq "${prefix}-3@${DOMAIN}"`)).totalResults,
       ).toBe(2);
-      expect(
-        (await query(`userName eq "${prefix}-1@example.test" or userName eq "${prefix}-3@example.test"`)).totalResults,
-      ).toBe(2);
-      expect((await query(`emails.value eq "${prefix}-2@example.test"`)).totalResults).toBe(1);
-      expect((await query(`USERNAME EQ "${prefix.toUpperCase()}-2@EXAMPLE.TEST"`)).totalResults).toBe(1);
+      expect((await query(`emails.value eq "${prefix}-2@${DOMAIN}"`)).totalResults).toBe(1);
+      expect((await query(`USERNAME EQ "${prefix.toUpperCase()}-2@${DOMAIN.toUpperCase()}"`)).totalResults).toBe(1);
       const paged = await query(`userName sw "${prefix}"`, "&startIndex=2&count=1");
       expect(paged).toMatchObject({ totalResults: 3, startIndex: 2, itemsPerPage: 1 });
-      expect(paged.Resources[0].userName).toBe(`${prefix}-2@example.test`);
+      expect(paged.Resources[0].userName).toBe(`${prefix}-2@${DOMAIN}`);
       for (const bad of [
         "userName eq",
         'userName zz "x"',
@@ -320,8 +336,8 @@ describe("SCIM provisioning", () => {
 
   describe("Groups (roles)", () => {
     it("makes a group a role: its members hold it; add, remove (both forms), replace, delete", async () => {
-      const ann = parsed(await scim("POST", "/Users", newUser(uniqueEmail("ann"))));
-      const bob = parsed(await scim("POST", "/Users", newUser(uniqueEmail("bob"))));
+      const ann = parsed(await scim("POST", "/Users", newUser(corpEmail("ann"))));
+      const bob = parsed(await scim("POST", "/Users", newUser(corpEmail("bob"))));
       const roleOf = async (id: string) => (await members()).find((m: { id: string }) => m.id === id)?.role;
 
       const created = await scim("POST", "/Groups", {
@@ -391,8 +407,109 @@ describe("SCIM provisioning", () => {
     });
   });
 
+  describe("people outside the org's proven domain (issue 31)", () => {
+    const memberOf = async (email: string) => (await members()).find((m: { email: string }) => m.email === email);
+    const accept = async (person: TestUser, since: number) => {
+      const invitation = invitationToken(await mailbox.waitFor(person.email, since));
+      return call(app, "POST", "/invitations/accept", { cookie: person.cookie, body: { token: invitation } });
+    };
+
+    it("invites an address it does not own instead of making its account: its holder can still sign up (#3)", async () => {
+      const victim = uniqueEmail("victim");
+      const since = mailbox.messages.length;
+      const res = await scim("POST", "/Users", newUser(victim, { externalId: "okta-victim" }));
+      expect(res.status, String(res.body)).toBe(201);
+      const user = parsed(res);
+      expect(user).toMatchObject({ id: expect.stringMatching(/^mem_/), userName: victim, active: true });
+      expect(await memberOf(victim)).toMatchObject({ status: "invited", accountId: null, role: "viewer" });
+      // No account was made for the address: its holder signs up as anyone would.
+      const holder = await signUp(app, victim, "The Real Holder");
+      expect((await call(app, "GET", "/orgs", { cookie: holder.cookie })).body.orgs).toEqual([]);
+      // Accepting the mailed invitation (as for POST …/invitations) makes them the member SCIM named.
+      expect((await accept(holder, since)).status).toBe(200);
+      expect(await memberOf(victim)).toMatchObject({ id: user.id, status: "active", accountId: holder.accountId });
+      expect(parsed(await scim("GET", `/Users/${user.id}`))).toMatchObject({
+        id: user.id,
+        externalId: "okta-victim",
+        active: true,
+      });
+    });
+
+    it("never enrolls an existing account it does not own, nor shows or changes its name (#4)", async () => {
+      const person = await signUp(app, uniqueEmail("private"), "Victoria Private");
+      const since = mailbox.messages.length;
+      const res = await scim(
+        "POST",
+        "/Users",
+        newUser(person.email, { name: { givenName: "Evil", familyName: "Rename" } }),
+      );
+      expect(res.status, String(res.body)).toBe(201);
+      const user = parsed(res);
+      expect(JSON.stringify(user)).not.toContain("Victoria");
+      expect(user.displayName).toBe("Evil Rename");
+      // Invited, not a member: the org cannot see into the account, nor act in it.
+      expect(await memberOf(person.email)).toMatchObject({ status: "invited", accountId: null, name: null });
+      expect(JSON.stringify((await call(app, "GET", "/orgs", { cookie: person.cookie })).body)).not.toContain(slug);
+      const renamed = await scim("PATCH", `/Users/${user.id}`, {
+        schemas: [PATCH],
+        Operations: [{ op: "replace", value: { "name.givenName": "Other" } }],
+      });
+      expect(parsed(renamed).name.givenName).toBe("Other");
+      const account = async () => (await call(app, "GET", "/account", { cookie: person.cookie })).body;
+      expect(JSON.stringify(await account())).toContain("Victoria Private");
+      // Once they accept, SCIM keeps its own name for them in this org; the account's stays theirs.
+      expect((await accept(person, since)).status).toBe(200);
+      expect(parsed(await scim("GET", `/Users/${user.id}`)).displayName).toBe("Other Rename");
+      await scim(
+        "PUT",
+        `/Users/${user.id}`,
+        newUser(person.email, { name: { givenName: "Third", familyName: "Name" } }),
+      );
+      expect(parsed(await scim("GET", `/Users/${user.id}`)).displayName).toBe("Third Name");
+      expect(JSON.stringify(await account())).toContain("Victoria Private");
+    });
+
+    it("enrolls an existing account of the proven domain at once, still without renaming it (#4)", async () => {
+      const person = await signUp(app, corpEmail("employee"), "Own Name");
+      const user = parsed(await scim("POST", "/Users", newUser(person.email)));
+      expect(await memberOf(person.email)).toMatchObject({
+        id: user.id,
+        status: "active",
+        accountId: person.accountId,
+      });
+      expect(user.displayName).toBe("Ada Lovelace");
+      const account = (await call(app, "GET", "/account", { cookie: person.cookie })).body;
+      expect(JSON.stringify(account)).toContain("Own Name");
+    });
+
+    it("treats an invited user as a user: groups set its role, DELETE revokes the invitation", async () => {
+      const email = uniqueEmail("invitee");
+      const user = parsed(await scim("POST", "/Users", newUser(email)));
+      await expectScimError(scim("POST", "/Users", newUser(email)), 409, "uniqueness");
+      const group = parsed(await scim("POST", "/Groups", { displayName: "viewer", members: [] }));
+      const developers = parsed(
+        await scim("GET", `/Groups?filter=${encodeURIComponent('displayName eq "developer"')}`),
+      );
+      const developer = developers.Resources[0] ?? parsed(await scim("POST", "/Groups", { displayName: "developer" }));
+      await scim("PATCH", `/Groups/${developer.id}`, {
+        schemas: [PATCH],
+        Operations: [{ op: "add", path: "members", value: [{ value: user.id }] }],
+      });
+      expect(await memberOf(email)).toMatchObject({ status: "invited", role: "developer" });
+      expect(
+        parsed(await scim("GET", `/Groups/${developer.id}`)).members.map((m: { value: string }) => m.value),
+      ).toContain(user.id);
+      const found = parsed(await scim("GET", `/Users?filter=${encodeURIComponent(`userName eq "${email}"`)}`));
+      expect(found.Resources.map((u: { id: string }) => u.id)).toEqual([user.id]);
+      expect((await scim("DELETE", `/Users/${user.id}`)).status).toBe(204);
+      expect(await memberOf(email)).toBeUndefined();
+      await expectScimError(scim("GET", `/Users/${user.id}`), 404);
+      expect((await scim("DELETE", `/Groups/${group.id}`)).status).toBe(204);
+    });
+  });
+
   it("audits every change with SCIM as the actor", async () => {
-    const user = parsed(await scim("POST", "/Users", newUser(uniqueEmail("audited"))));
+    const user = parsed(await scim("POST", "/Users", newUser(corpEmail("audited"))));
     await scim("PATCH", `/Users/${user.id}`, {
       schemas: [PATCH],
       Operations: [{ op: "replace", value: { active: false } }],

@@ -6,14 +6,29 @@ import path from "node:path";
 import { inflateRawSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SignedXml } from "xml-crypto";
-import { call, ownerWithOrg, startApp, type TestApp, type TestUser } from "./harness.ts";
+import {
+  addMember,
+  call,
+  createApiKey,
+  createOrg,
+  expectError,
+  type Mailbox,
+  ownerWithOrg,
+  signUp,
+  startApp,
+  startMailbox,
+  type TestApp,
+  type TestUser,
+} from "./harness.ts";
+import { proveSsoDomain, startDns, type TestDns } from "./identity-kit.ts";
 
 /**
  * SAML sign-in (DESIGN §12) against responses this test builds and signs as an identity provider
  * would (its key and certificate made by openssl here): SP- and IdP-initiated logins, SP metadata,
  * and the attacks a service provider must refuse: unsigned, signed by another key, tampered,
  * expired, wrong audience, wrong destination or recipient, replayed, unknown InResponseTo, an XML
- * comment inside the NameID, and signature wrapping.
+ * comment inside the NameID, and signature wrapping; a response built to be costly to parse;
+ * re-pointing the SSO at another identity provider to take the owner's account (issue 31).
  */
 
 const IDP = "https://idp.saml.test/metadata";
@@ -112,6 +127,7 @@ function responseXml(assertion: string, destination: string, inResponseTo?: stri
 }
 
 const encode = (xml: string) => Buffer.from(xml, "utf8").toString("base64");
+const readJson = async (response: Response): Promise<any> => response.json();
 
 describe("SAML single sign-on", () => {
   let app: TestApp;
@@ -122,13 +138,15 @@ describe("SAML single sign-on", () => {
   let dir: string;
   let acsUrl: string;
   let entityId: string;
+  let dns: TestDns;
+  let mailbox: Mailbox;
 
   const asOwner = (method: string, p: string, body?: unknown) =>
     call(app, method, `/org/${slug}${p}`, { cookie: owner.cookie, body });
 
   /** POSTs a response to the ACS as the browser would, from the IdP's auto-submitting form. */
-  const post = (samlResponse: string, relayState?: string) =>
-    fetch(`${app.url}/api/auth/sso/${slug}/acs`, {
+  const post = (samlResponse: string, relayState?: string, orgSlug = slug) =>
+    fetch(`${app.url}/api/auth/sso/${orgSlug}/acs`, {
       method: "POST",
       redirect: "manual",
       headers: { "content-type": "application/x-www-form-urlencoded" },
@@ -161,7 +179,14 @@ describe("SAML single sign-on", () => {
     dir = mkdtempSync(path.join(tmpdir(), "plinth-saml-"));
     idp = makeKeys(dir, "idp");
     attacker = makeKeys(dir, "attacker");
-    app = await startApp({ RATE_LIMIT_PER_MINUTE: "1000000", AUTH_RATE_LIMIT_PER_MINUTE: "1000000" });
+    dns = await startDns();
+    mailbox = await startMailbox();
+    app = await startApp({
+      RATE_LIMIT_PER_MINUTE: "1000000",
+      AUTH_RATE_LIMIT_PER_MINUTE: "1000000",
+      DNS_SERVERS: dns.servers,
+      SMTP_URL: mailbox.url,
+    });
     ({ owner, slug } = await ownerWithOrg(app, "SAML Org"));
     const put = await asOwner("PUT", "/sso", {
       type: "saml",
@@ -171,9 +196,12 @@ describe("SAML single sign-on", () => {
     });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
     ({ acsUrl, entityId } = put.body.sso);
+    await proveSsoDomain(app, owner.cookie, slug, dns);
   });
   afterAll(async () => {
     await app?.close();
+    await dns?.close();
+    await mailbox?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -297,6 +325,7 @@ describe("SAML single sign-on", () => {
       `<md:KeyDescriptor use="signing"><ds:KeyInfo><ds:X509Data><ds:X509Certificate>${certBody}</ds:X509Certificate></ds:X509Data></ds:KeyInfo></md:KeyDescriptor>` +
       '<md:SingleSignOnService Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect" Location="https://idp.saml.test/from-metadata"/>' +
       "</md:IDPSSODescriptor></md:EntityDescriptor>";
+    const before = (await asOwner("GET", "/sso")).body.sso.domainVerification;
     const put = await asOwner("PUT", "/sso", {
       type: "saml",
       enabled: true,
@@ -304,6 +333,10 @@ describe("SAML single sign-on", () => {
       config: { metadataXml },
     });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
+    // Another way to name the identity provider is a change of it: the domain is proven anew.
+    expect(put.body.sso.domainVerification.verifiedAt).toBeNull();
+    expect(put.body.sso.domainVerification.value).not.toBe(before.value);
+    await proveSsoDomain(app, owner.cookie, slug, dns);
     const start = await fetch(`${app.url}/api/auth/sso/${slug}`, { redirect: "manual" });
     expect(start.status).toBe(302);
     expect(start.headers.get("location")).toMatch(/^https:\/\/idp\.saml\.test\/from-metadata\?SAMLRequest=/);
@@ -311,5 +344,175 @@ describe("SAML single sign-on", () => {
     const answer = await post(signedResponse({ email }));
     expect(answer.status, await answer.clone().text()).toBe(302);
     expect(await emailOf(answer)).toBe(email);
+  });
+
+  it("refuses a response built to be costly to parse at a look at it, and keeps serving meanwhile (#1)", async () => {
+    // ~100 KB of 16,000 empty elements: node-saml's XPath would spend seconds on it before any signature check.
+    const hostile = encode(
+      `<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" ID="${id()}">${"<x/>".repeat(16_000)}</samlp:Response>`,
+    );
+    const answers = await Promise.all([1, 2, 3, 4].map(() => post(hostile)));
+    const health = await fetch(`${app.url}/api/health`);
+    expect(health.status).toBe(200);
+    for (const answer of answers) {
+      const body = await readJson(answer);
+      expect(answer.status, JSON.stringify(body)).toBe(413);
+      expect(body.error).toMatchObject({ code: "PAYLOAD_TOO_LARGE", message: expect.stringMatching(/16001 elements/) });
+      expect(answer.headers.get("set-cookie")).toBeNull();
+    }
+    // Too many bytes, however few elements.
+    const padded = encode(
+      `<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" ID="${"a".repeat(200_000)}"/>`,
+    );
+    expect((await post(padded)).status).toBe(413);
+    // Under both caps, a forged response is checked (off the API's thread) and refused as any other.
+    const heavy = encode(
+      responseXml(assertionXml({ email: `heavy@${DOMAIN}`, acsUrl, audience: entityId }), acsUrl).replace(
+        "<samlp:Status>",
+        `${"<x/>".repeat(900)}<samlp:Status>`,
+      ),
+    );
+    expect((await post(heavy)).status).toBe(401);
+    // And a genuine one still signs in.
+    const email = `after-flood-${Date.now()}@${DOMAIN}`;
+    const genuine = await post(signedResponse({ email }));
+    expect(genuine.status, await genuine.clone().text()).toBe(302);
+    expect(await emailOf(genuine)).toBe(email);
+  });
+
+  describe("re-pointing single sign-on to take the owner's account (#2)", () => {
+    const ACME = "acme.test";
+    let boss: TestUser;
+    let acme: string;
+    let acmeAcs: string;
+    let acmeEntity: string;
+    let admin: TestUser;
+    const asBoss = (method: string, p: string, body?: unknown) =>
+      call(app, method, `/org/${acme}${p}`, { cookie: boss.cookie, body });
+    /** A response for Acme's service provider, signed with `keys`. */
+    const acmeResponse = (email: string, keys = idp, inResponseTo?: string) =>
+      encode(
+        responseXml(
+          sign(assertionXml({ email, acsUrl: acmeAcs, audience: acmeEntity, inResponseTo }), keys),
+          acmeAcs,
+          inResponseTo,
+        ),
+      );
+    const samlConfig = (keys: Keys) => ({
+      entryPoint: "https://idp.saml.test/sso",
+      idpCert: keys.cert,
+      idpIssuer: IDP,
+    });
+
+    beforeAll(async () => {
+      boss = await signUp(app, `boss-${Date.now()}@${ACME}`);
+      acme = (await createOrg(app, boss, "Acme")).slug;
+      const put = await asBoss("PUT", "/sso", {
+        type: "saml",
+        enabled: true,
+        emailDomain: ACME,
+        config: samlConfig(idp),
+      });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      ({ acsUrl: acmeAcs, entityId: acmeEntity } = put.body.sso);
+      await proveSsoDomain(app, boss.cookie, acme, dns);
+      ({ user: admin } = await addMember(app, mailbox, boss, acme, "admin"));
+    });
+
+    it("refuses an admin, or a full key, pointing the enabled SSO at an identity provider of their own", async () => {
+      const key = await createApiKey(app, boss, acme, "full");
+      for (const as of [{ cookie: admin.cookie }, { token: key.token }]) {
+        const refused = await call(app, "PUT", `/org/${acme}/sso`, {
+          ...as,
+          body: { type: "saml", enabled: true, emailDomain: ACME, config: samlConfig(attacker) },
+        });
+        expectError(refused, 403, "FORBIDDEN");
+        expect(refused.body.error.message).toMatch(/signed-in owner/);
+      }
+      const sso = (await asBoss("GET", "/sso")).body.sso;
+      expect(sso.config.idpCert).toBe(idp.cert);
+      expect(sso.domainVerification.verifiedAt).toBeTruthy();
+      const forged = await post(acmeResponse(boss.email, attacker), undefined, acme);
+      expect(forged.status).toBe(401);
+      expect(forged.headers.get("set-cookie")).toBeNull();
+    });
+
+    it("signs no owner or admin in until they link it from their own session", async () => {
+      const refused = await post(acmeResponse(boss.email), undefined, acme);
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get("set-cookie")).toBeNull();
+      expect((await readJson(refused)).error.message).toMatch(/links single sign-on first/);
+      // The owner, signed in with a password, starts single sign-on: the login links their account.
+      const start = await fetch(`${app.url}/api/auth/sso/${acme}`, {
+        redirect: "manual",
+        headers: { cookie: boss.cookie },
+      });
+      const location = new URL(start.headers.get("location") as string);
+      const request = inflateRawSync(
+        Buffer.from(location.searchParams.get("SAMLRequest") as string, "base64"),
+      ).toString();
+      const requestId = /ID="([^"]+)"/.exec(request)?.[1] as string;
+      const linked = await post(
+        acmeResponse(boss.email, idp, requestId),
+        location.searchParams.get("RelayState") as string,
+        acme,
+      );
+      expect(linked.status, await linked.clone().text()).toBe(302);
+      expect(await emailOf(linked)).toBe(boss.email);
+      // Linked: the identity provider signs them in from now on, from any browser.
+      expect(await emailOf(await post(acmeResponse(boss.email), undefined, acme))).toBe(boss.email);
+      // Anyone else of the domain is signed in (made) as ever.
+      const carol = `carol-${Date.now()}@${ACME}`;
+      expect(await emailOf(await post(acmeResponse(carol), undefined, acme))).toBe(carol);
+    });
+
+    it("proves the domain anew, under a new TXT value, and forgets every link when the owner re-points it", async () => {
+      const before = (await asBoss("GET", "/sso")).body.sso.domainVerification;
+      const repointed = await asBoss("PUT", "/sso", {
+        type: "saml",
+        enabled: true,
+        emailDomain: ACME,
+        config: samlConfig(attacker),
+      });
+      expect(repointed.status, JSON.stringify(repointed.body)).toBe(200);
+      const proof = repointed.body.sso.domainVerification;
+      expect(proof.verifiedAt).toBeNull();
+      expect(proof.value).not.toBe(before.value);
+      // The record the owner left published proves nothing now.
+      expectError(await asBoss("POST", "/sso/verify-domain"), 409);
+      const unproven = await post(acmeResponse(`dave-${Date.now()}@${ACME}`, attacker), undefined, acme);
+      expect(unproven.status).toBe(401);
+      expect((await readJson(unproven)).error.message).toMatch(/not verified for this organization/);
+      await proveSsoDomain(app, boss.cookie, acme, dns);
+      // The owner's link was to the old provider: the new one must be linked again.
+      const owner = await post(acmeResponse(boss.email, attacker), undefined, acme);
+      expect(owner.status).toBe(401);
+      expect(owner.headers.get("set-cookie")).toBeNull();
+      const erin = `erin-${Date.now()}@${ACME}`;
+      expect(await emailOf(await post(acmeResponse(erin, attacker), undefined, acme))).toBe(erin);
+    });
+  });
+
+  it("drops the links other orgs hold to a domain's accounts when an org proves it (#3)", async () => {
+    // A link an identity provider was given before links needed a proven domain.
+    const zeta = `zed-${Date.now()}@zeta.test`;
+    const person = await signUp(app, zeta);
+    const { db } = app.server.deps;
+    const samlOrg = await db.selectFrom("orgs").select("id").where("slug", "=", slug).executeTakeFirstOrThrow();
+    await db
+      .insertInto("sso_identities")
+      .values({ org_id: samlOrg.id, account_id: person.accountId, created_at: new Date().toISOString() })
+      .execute();
+    const links = () =>
+      db.selectFrom("sso_identities").select("org_id").where("account_id", "=", person.accountId).execute();
+    expect(await links()).toHaveLength(1);
+    const other = await ownerWithOrg(app, "Zeta");
+    const put = await call(app, "PUT", `/org/${other.slug}/sso`, {
+      cookie: other.owner.cookie,
+      body: { type: "saml", enabled: false, emailDomain: "zeta.test" },
+    });
+    expect(put.status).toBe(200);
+    await proveSsoDomain(app, other.owner.cookie, other.slug, dns);
+    expect(await links()).toEqual([]);
   });
 });

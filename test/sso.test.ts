@@ -1,5 +1,4 @@
 import type { Server } from "node:http";
-import dns2 from "dns2";
 import Provider from "oidc-provider";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -14,22 +13,34 @@ import {
   type TestUser,
   uniqueEmail,
 } from "./harness.ts";
+import { proveSsoDomain, startDns, type TestDns } from "./identity-kit.ts";
 import { freePort } from "./ports.ts";
 
 /**
  * Single sign-on (DESIGN §12): the configuration, and OIDC sign-in against a real OpenID provider
  * (the `oidc-provider` package) started here, its browser steps driven over HTTP: PKCE, state and
- * nonce, accounts made or linked by e-mail, membership with the default role, refusals (replayed
- * or forged state, e-mail outside the domain, open redirects), domain proof over DNS, enforcement
- * on password sign-in and the owners' break-glass.
+ * nonce, accounts made or linked by e-mail (of the org's proven domain only), membership with the
+ * default role, refusals (replayed or forged state, a callback in another browser, e-mail outside
+ * the domain, open redirects), domain proof over DNS, enforcement on password sign-in and the
+ * owners' break-glass, the client secret sealed at rest.
  */
 
 const CLIENT_ID = "plinth-test";
 const CLIENT_SECRET = "a-client-secret-of-some-length";
+/** The org's e-mail domain, proven by DNS early on. */
+const DOMAIN = "corp.test";
+/** A new address in the org's domain. */
+const corpEmail = (label: string) => uniqueEmail(label).replace("@example.test", `@${DOMAIN}`);
 
 /** A browser of sorts: a cookie jar per origin, redirects followed by hand. */
 class Browser {
   private readonly jar = new Map<string, string>();
+
+  /** Holds a cookie (`name=value`) as if a response had set it: a session signed in elsewhere. */
+  adopt(cookie: string): void {
+    const eq = cookie.indexOf("=");
+    this.jar.set(cookie.slice(0, eq), cookie.slice(eq + 1));
+  }
 
   async get(url: string, init: RequestInit = {}): Promise<Response> {
     const cookies = [...this.jar.entries()].map(([name, value]) => `${name}=${value}`).join("; ");
@@ -76,16 +87,15 @@ describe("single sign-on", () => {
   let provider: Provider;
   let providerServer: Server;
   let issuer: string;
-  let dns: ReturnType<typeof dns2.createServer>;
-  const txt = new Map<string, string[]>();
+  let dns: TestDns;
   /** The login the provider's login page is given. */
   let loginAs = "";
 
   const asOwner = (method: string, path: string, body?: unknown) =>
     call(app, method, `/org/${slug}${path}`, { cookie: owner.cookie, body });
 
-  /** Signs in through the org's SSO as `email`: returns the callback's answer. */
-  async function ssoLogin(email: string, returnTo?: string, browser = new Browser()) {
+  /** Walks a login through the provider as `email`, up to (not into) the callback: returns its URL. */
+  async function ssoCallbackUrl(email: string, returnTo: string | undefined, browser: Browser): Promise<string> {
     loginAs = email;
     const start = await browser.get(
       `${app.url}/api/auth/sso/${slug}${returnTo !== undefined ? `?returnTo=${encodeURIComponent(returnTo)}` : ""}`,
@@ -97,7 +107,7 @@ describe("single sign-on", () => {
     expect(authorize.searchParams.get("state")).toBeTruthy();
     expect(authorize.searchParams.get("nonce")).toBeTruthy();
     const callbackPrefix = `${app.config.publicUrl}/api/auth/sso/${slug}/callback`;
-    const callback = await browser.walk(authorize.toString(), callbackPrefix, async (url, html) => {
+    return browser.walk(authorize.toString(), callbackPrefix, async (url, html) => {
       const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
       const prompt = /name="prompt" value="(\w+)"/.exec(html)?.[1];
       if (!action || !prompt) return null;
@@ -109,39 +119,28 @@ describe("single sign-on", () => {
       });
       return new URL(posted.headers.get("location") as string, url).toString();
     });
+  }
+
+  /** Signs in through the org's SSO as `email`: returns the callback's answer. */
+  async function ssoLogin(email: string, returnTo?: string, browser = new Browser()) {
+    const callback = await ssoCallbackUrl(email, returnTo, browser);
     const answer = await browser.get(callback.replace(app.config.publicUrl, app.url));
     return { answer, callback };
   }
 
-  const cookieOf = (response: Response) => response.headers.get("set-cookie")?.split(";")[0] ?? "";
+  const cookieOf = (response: Response) =>
+    response.headers
+      .getSetCookie()
+      .find((line) => line.startsWith("plinth.session_token="))
+      ?.split(";")[0] ?? "";
 
   beforeAll(async () => {
-    dns = dns2.createServer({
-      udp: true,
-      handle: (request, send) => {
-        const response = dns2.Packet.createResponseFromRequest(request);
-        const name = request.questions[0]?.name ?? "";
-        const records = txt.get(name);
-        if (!records) response.header.rcode = 3;
-        for (const data of records ?? []) {
-          response.answers.push({
-            name,
-            type: dns2.Packet.TYPE.TXT,
-            class: dns2.Packet.CLASS.IN,
-            ttl: 1,
-            data,
-          } as never);
-        }
-        send(response);
-      },
-    });
-    const dnsPort = await freePort();
-    await dns.listen({ udp: { port: dnsPort, address: "127.0.0.1" } });
+    dns = await startDns();
     app = await startApp({
       ALLOW_PRIVATE_WEBHOOK_URLS: "true",
       RATE_LIMIT_PER_MINUTE: "1000000",
       AUTH_RATE_LIMIT_PER_MINUTE: "1000000",
-      DNS_SERVERS: `127.0.0.1:${dnsPort}`,
+      DNS_SERVERS: dns.servers,
     });
     ({ owner, slug } = await ownerWithOrg(app, "Federated Org"));
 
@@ -226,6 +225,43 @@ describe("single sign-on", () => {
       expect(JSON.stringify((await asOwner("GET", "/audit?action=sso.*")).body)).not.toContain(CLIENT_SECRET);
     });
 
+    it("keeps the client secret sealed at rest (#13)", async () => {
+      const row = await app.server.deps.db
+        .selectFrom("sso_configs")
+        .select("config")
+        .where("org_id", "=", (await asOwner("GET", "/overview")).body.org.id)
+        .executeTakeFirstOrThrow();
+      expect(row.config).toMatch(/^enc:v1:/);
+      expect(row.config).not.toContain(CLIENT_SECRET);
+      expect(row.config).not.toContain(CLIENT_ID);
+    });
+
+    it("lets only a signed-in owner re-point an enabled SSO; a full key may change the rest (#2)", async () => {
+      const key = await createApiKey(app, owner, slug, "full");
+      const current = (await asOwner("GET", "/sso")).body.sso;
+      for (const config of [
+        { ...current.config, issuer: `${issuer}/elsewhere` },
+        { ...current.config, clientId: "another-client" },
+      ]) {
+        const refused = await call(app, "PUT", `/org/${slug}/sso`, {
+          token: key.token,
+          body: { type: "oidc", enabled: true, config },
+        });
+        expectError(refused, 403, "FORBIDDEN");
+        expect(refused.body.error.message).toMatch(/signed-in owner/);
+      }
+      expectError(
+        await call(app, "PUT", `/org/${slug}/sso`, { token: key.token, body: { type: "saml", enabled: true } }),
+        403,
+      );
+      expect((await asOwner("GET", "/sso")).body.sso.config).toEqual(current.config);
+      const allowed = await call(app, "PUT", `/org/${slug}/sso`, {
+        token: key.token,
+        body: { type: "oidc", enabled: true, config: current.config, defaultRole: "developer" },
+      });
+      expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+    });
+
     it("is for admins: viewers 403, other orgs' keys 404, deploy keys 403", async () => {
       const other = await ownerWithOrg(app, "Other SSO Org");
       const key = await createApiKey(app, other.owner, other.slug, "full");
@@ -238,8 +274,33 @@ describe("single sign-on", () => {
   });
 
   describe("OIDC sign-in", () => {
+    it("signs nobody in until the org proves its e-mail domain; makes no account meanwhile (#3)", async () => {
+      // No emailDomain: an identity provider may not vouch for an address the org does not own.
+      const squatted = uniqueEmail("squatted");
+      const first = await ssoLogin(squatted);
+      expect(first.answer.status).toBe(401);
+      expect(first.answer.headers.get("set-cookie") ?? "").not.toContain("session_token");
+      expect(((await first.answer.json()) as any).error.message).toMatch(
+        /this e-mail's domain is not verified for this organization/,
+      );
+      // Its holder can still sign up: nothing was made in their name.
+      const holder = await signUp(app, squatted);
+      expect((await call(app, "GET", "/orgs", { cookie: holder.cookie })).body.orgs).toEqual([]);
+
+      // The domain named, not yet proven: still refused.
+      const current = (await asOwner("GET", "/sso")).body.sso;
+      const named = await asOwner("PUT", "/sso", { type: "oidc", config: current.config, emailDomain: DOMAIN });
+      expect(named.status, JSON.stringify(named.body)).toBe(200);
+      expect(named.body.sso.domainVerification).toMatchObject({ name: `_plinth-sso.${DOMAIN}`, verifiedAt: null });
+      expect((await ssoLogin(corpEmail("early"))).answer.status).toBe(401);
+      const early = await asOwner("POST", "/sso/verify-domain");
+      expectError(early, 409);
+      expect(early.body.error.message).toMatch(/no TXT record/);
+      await proveSsoDomain(app, owner.cookie, slug, dns);
+    });
+
     it("signs a new person in: account made, member with the default role, session cookie, back to returnTo", async () => {
-      const email = uniqueEmail("federated");
+      const email = corpEmail("federated");
       const { answer } = await ssoLogin(email, "/projects?tab=all");
       expect(answer.status, await answer.clone().text()).toBe(302);
       expect(answer.headers.get("location")).toBe("/projects?tab=all");
@@ -255,8 +316,8 @@ describe("single sign-on", () => {
       expect(audit[0]).toMatchObject({ data: { email, role: "developer" } });
     });
 
-    it("signs in again an account it made; refuses another existing account until the domain is proven", async () => {
-      const email = uniqueEmail("returning");
+    it("signs in again an account it made, links an existing one of the domain, never one outside it", async () => {
+      const email = corpEmail("returning");
       expect((await ssoLogin(email)).answer.status).toBe(302);
       const again = await ssoLogin(email);
       expect(again.answer.status).toBe(302);
@@ -266,20 +327,28 @@ describe("single sign-on", () => {
       );
       expect(memberships).toHaveLength(1);
 
-      // Someone's own account (a password, other orgs): an identity provider's word is not enough.
+      // An account of the proven domain with a password: the org holds the domain, so SSO links it.
+      const employee = await signUp(app, corpEmail("employee"));
+      const linked = await ssoLogin(employee.email);
+      expect(linked.answer.status).toBe(302);
+      expect((await call(app, "GET", "/account", { cookie: cookieOf(linked.answer) })).body.account).toMatchObject({
+        email: employee.email,
+      });
+
+      // Someone's own account elsewhere: an identity provider's word is not enough.
       const person = await signUp(app);
       const refused = await ssoLogin(person.email);
       expect(refused.answer.status).toBe(401);
       expect(refused.answer.headers.get("set-cookie")).toBeNull();
-      expect(((await refused.answer.json()) as any).error.message).toMatch(/prove the e-mail's domain/);
+      expect(((await refused.answer.json()) as any).error.message).toMatch(/not an address of corp\.test/);
       expect(
         (await asOwner("GET", "/members")).body.members.some((m: { email: string }) => m.email === person.email),
       ).toBe(false);
     });
 
-    it("signs in an account SCIM provisioned for the org, without a proven domain", async () => {
+    it("signs in an account SCIM provisioned for the org's domain", async () => {
       const token = (await asOwner("POST", "/scim/token")).body.token;
-      const email = uniqueEmail("provisioned");
+      const email = corpEmail("provisioned");
       const provisioned = await call(app, "POST", `/scim/v2/${slug}/Users`, {
         rawBody: JSON.stringify({ userName: email, name: { givenName: "Pro", familyName: "Visioned" } }),
         headers: { authorization: `Bearer ${token}`, "content-type": "application/scim+json" },
@@ -296,49 +365,69 @@ describe("single sign-on", () => {
     });
 
     it("refuses a replayed or forged callback with 401 and no session", async () => {
-      const { answer, callback } = await ssoLogin(uniqueEmail("replay"));
+      const browser = new Browser();
+      const { answer, callback } = await ssoLogin(corpEmail("replay"), undefined, browser);
       expect(answer.status).toBe(302);
-      const replayed = await fetch(callback.replace(app.config.publicUrl, app.url), { redirect: "manual" });
+      const replayed = await browser.get(callback.replace(app.config.publicUrl, app.url));
       expect(replayed.status).toBe(401);
-      expect(replayed.headers.get("set-cookie")).toBeNull();
+      expect(replayed.headers.get("set-cookie") ?? "").not.toContain("session_token");
       const forged = new URL(callback.replace(app.config.publicUrl, app.url));
       forged.searchParams.set("state", "forged-state");
-      const refused = await fetch(forged, { redirect: "manual" });
+      const refused = await browser.get(forged.toString());
       expect(refused.status).toBe(401);
-      expect(refused.headers.get("set-cookie")).toBeNull();
+      expect(refused.headers.get("set-cookie") ?? "").not.toContain("session_token");
     });
 
-    it("never redirects off this service, whatever returnTo says", async () => {
+    it("binds a login to the browser that started it: a callback carried to another browser is refused (#10)", async () => {
+      // The attacker starts a login and stops before the callback; the victim's browser is sent to it.
+      const email = corpEmail("csrf");
+      const callback = await ssoCallbackUrl(email, undefined, new Browser());
+      const victim = new Browser();
+      const carried = await victim.get(callback.replace(app.config.publicUrl, app.url));
+      expect(carried.status).toBe(401);
+      expect(carried.headers.get("set-cookie") ?? "").not.toContain("session_token");
+      expect(((await carried.json()) as any).error.message).toMatch(/did not start this sign-in/);
+      // The start set the binding: HttpOnly, SameSite=Lax, short-lived, for the org's SSO paths.
+      const start = await fetch(`${app.url}/api/auth/sso/${slug}`, { redirect: "manual" });
+      const binding = start.headers.getSetCookie().find((line) => line.startsWith("plinth.sso_login=")) ?? "";
+      expect(binding).toMatch(/HttpOnly/);
+      expect(binding).toMatch(/SameSite=Lax/);
+      expect(binding).toMatch(new RegExp(`Path=/api/auth/sso/${slug}`));
+      expect(binding).toMatch(/Max-Age=600/);
+    });
+
+    it("never redirects off this service, whatever returnTo says (#5)", async () => {
       for (const returnTo of [
         "//evil.example/steal",
         "https://evil.example/",
         "/\\evil.example",
         "javascript:alert(1)",
+        "/\t/evil.example/x",
+        "/\n/evil.example/x",
+        "/ /evil.example/x",
+        "/.//evil.example/x",
+        "/%2F/evil.example",
       ]) {
-        const { answer } = await ssoLogin(uniqueEmail("redirect"), returnTo);
+        const { answer } = await ssoLogin(corpEmail("redirect"), returnTo);
         expect(answer.status).toBe(302);
-        expect(answer.headers.get("location")).toBe("/");
+        const location = answer.headers.get("location") as string;
+        // Resolved as a browser would, against the service: never another origin.
+        expect(new URL(location, app.config.publicUrl).origin, `${JSON.stringify(returnTo)} → ${location}`).toBe(
+          new URL(app.config.publicUrl).origin,
+        );
+        expect(location.startsWith("//")).toBe(false);
       }
+      const { answer } = await ssoLogin(corpEmail("redirect"), "/orgs/acme?tab=members#top");
+      expect(answer.headers.get("location")).toBe("/orgs/acme?tab=members#top");
     });
 
     it("refuses an e-mail outside emailDomain, and a suspended member", async () => {
-      const current = (await asOwner("GET", "/sso")).body.sso;
-      expect(
-        (
-          await asOwner("PUT", "/sso", {
-            type: "oidc",
-            enabled: true,
-            config: current.config,
-            emailDomain: "corp.test",
-          })
-        ).status,
-      ).toBe(200);
       const { answer } = await ssoLogin(uniqueEmail("outsider"));
       expect(answer.status).toBe(401);
       expect(answer.headers.get("set-cookie")).toBeNull();
       expect(((await answer.json()) as any).error.message).toMatch(/not an address of corp\.test/);
 
-      const inside = `insider-${Date.now()}@corp.test`;
+      const inside = corpEmail("insider");
       expect((await ssoLogin(inside)).answer.status).toBe(302);
       const token = (await asOwner("POST", "/scim/token")).body.token;
       const member = (await asOwner("GET", "/members")).body.members.find((m: { email: string }) => m.email === inside);
@@ -357,19 +446,7 @@ describe("single sign-on", () => {
   });
 
   describe("domain proof and enforcement", () => {
-    it("proves the domain by DNS, then sends its people to SSO; owners keep their password", async () => {
-      const sso = (await asOwner("GET", "/sso")).body.sso;
-      expect(sso.domainVerification).toMatchObject({ name: "_plinth-sso.corp.test", verifiedAt: null });
-      expectError(await call(app, "POST", "/auth/sso/lookup", { body: { email: "a@corp.test" } }), 404);
-      // Not published yet: 409 saying so.
-      const early = await asOwner("POST", "/sso/verify-domain");
-      expectError(early, 409);
-      expect(early.body.error.message).toMatch(/no TXT record/);
-      txt.set("_plinth-sso.corp.test", [sso.domainVerification.value]);
-      const verified = await asOwner("POST", "/sso/verify-domain");
-      expect(verified.status, JSON.stringify(verified.body)).toBe(200);
-      expect(verified.body.sso.domainVerification.verifiedAt).toBeTruthy();
-
+    it("sends the proven domain's people to SSO; owners keep their password", async () => {
       expect((await call(app, "POST", "/auth/sso/lookup", { body: { email: "Someone@CORP.test" } })).body).toEqual({
         url: `${app.config.publicUrl}/api/auth/sso/${slug}`,
       });
@@ -390,7 +467,7 @@ describe("single sign-on", () => {
       });
       expectError(refused, 403);
       expect(refused.body.error.message).toContain(`/api/auth/sso/${slug}`);
-      // Now the domain is proven, SSO signs that existing account in (linking it).
+      // SSO signs that existing account in (linking it).
       const linked = await ssoLogin(employee);
       expect(linked.answer.status).toBe(302);
       const account = await call(app, "GET", "/account", { cookie: cookieOf(linked.answer) });
@@ -419,6 +496,15 @@ describe("single sign-on", () => {
         headers: { origin: app.url },
       });
       expect(owners.status, JSON.stringify(owners.body)).toBe(200);
+      // …and SSO does not sign that owner in: they never linked it from their own session (#2).
+      const unlinked = await ssoLogin(ownerEmail);
+      expect(unlinked.answer.status).toBe(401);
+      expect(((await unlinked.answer.json()) as any).error.message).toMatch(/links single sign-on first/);
+      // Started from the owner's own session, the same login links it; then it signs them in anywhere.
+      const own = new Browser();
+      own.adopt(breakGlass.cookie);
+      expect((await ssoLogin(ownerEmail, undefined, own)).answer.status).toBe(302);
+      expect((await ssoLogin(ownerEmail)).answer.status).toBe(302);
     });
 
     it("removes SSO, which lifts the enforcement", async () => {

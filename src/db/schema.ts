@@ -57,6 +57,8 @@ export interface MembershipsTable {
   status: Generated<string>;
   /** The identity provider's id for this person (SCIM `externalId`). */
   scim_external_id: Generated<string | null>;
+  /** The name the identity provider (SCIM) gives this member here; the account's own name is its holder's. */
+  display_name: Generated<string | null>;
   created_at: string;
   updated_at: string;
 }
@@ -92,11 +94,16 @@ export interface SsoLoginsTable {
   code_verifier: string;
   return_to: string;
   expires_at: string;
+  /** The account whose session started the login: SSO may link an owner's or admin's account only then. */
+  account_id: Generated<string | null>;
 }
 
 export interface SsoIdentitiesTable {
   org_id: string;
-  /** An account the org's identity provider made (through SSO or SCIM). */
+  /**
+   * An account linked to the org's identity provider (it signed in through it, or SCIM made it):
+   * forgotten when the provider changes, or when another org proves the account's domain.
+   */
   account_id: string;
   created_at: string;
 }
@@ -130,6 +137,12 @@ export interface InvitationsTable {
   created_at: string;
   updated_at: string;
   accepted_at: string | null;
+  /** Set when SCIM made the invitation: the membership id it becomes, which is its SCIM User id meanwhile. */
+  scim_member_id: Generated<string | null>;
+  scim_external_id: Generated<string | null>;
+  display_name: Generated<string | null>;
+  /** The membership's status once accepted (`suspended` when SCIM deactivated the user); null: active. */
+  member_status: Generated<string | null>;
 }
 
 export interface ApiKeysTable {

@@ -1,3 +1,4 @@
+import { resolveAuthSecret } from "../auth/secret.ts";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/database.ts";
@@ -9,6 +10,8 @@ import { billingJobs, billingSchedule } from "../domains/billing/jobs.ts";
 import { branchJobs, branchSchedule } from "../domains/branches/jobs.ts";
 import { domainJobs, domainSchedule } from "../domains/domains/service.ts";
 import { exportJobs, exportSchedule } from "../domains/exports/jobs.ts";
+import { resealSsoSecrets } from "../domains/identity/sso/service.ts";
+import { resealIntegrationSecrets } from "../domains/integrations/service.ts";
 import { invitationJobs } from "../domains/members/jobs.ts";
 import { projectJobs, projectSchedule } from "../domains/projects/jobs.ts";
 import { tenantErrorJobs, tenantErrorSchedule } from "../domains/tenant-errors/service.ts";
@@ -22,6 +25,7 @@ import { maintenanceJobs, maintenanceSchedule } from "../jobs/maintenance.ts";
 import { JobQueue } from "../jobs/queue.ts";
 import { Worker } from "../jobs/worker.ts";
 import { createOutboundClient } from "../lib/outbound.ts";
+import { SecretBox } from "../lib/secret-box.ts";
 import { createLogger, type Logger } from "../logger.ts";
 import { createMailer } from "../mail/mailer.ts";
 
@@ -57,8 +61,29 @@ export async function openDeps(
     mailer,
     jobs,
     outbound,
+    secrets: secretBox(config),
   };
+  // Values sealed under a previous key, or written before sealing: sealed anew with the current one.
+  if (migrate) {
+    try {
+      await resealSsoSecrets(deps);
+      await resealIntegrationSecrets(deps);
+    } catch (error) {
+      await database.close();
+      throw error;
+    }
+  }
   return { deps, database };
+}
+
+/**
+ * What seals secrets at rest: ENCRYPTION_KEY, else a key derived from the auth secret. The auth
+ * secret still opens what it sealed once ENCRYPTION_KEY is set, so setting one needs no step.
+ */
+function secretBox(config: Config): SecretBox {
+  const authSecret = resolveAuthSecret(config.authSecret, config.dataDir);
+  if (!config.encryptionKey) return new SecretBox(authSecret, config.previousEncryptionKeys);
+  return new SecretBox(config.encryptionKey, [...config.previousEncryptionKeys, authSecret]);
 }
 
 export async function closeDeps(deps: Deps, database: DatabaseHandle): Promise<void> {

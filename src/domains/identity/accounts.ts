@@ -4,9 +4,9 @@ import { newId } from "../../lib/ids.ts";
 
 /**
  * Makes an account (better-auth's `users` row, in each dialect's own date and boolean types)
- * without a password, for a person an org's identity provider vouches for (through SSO or SCIM),
- * and remembers that the org's identity provider made it (`sso_identities`): that org's SSO may
- * sign it in again without a proven domain. Returns the account's id.
+ * without a password, for a person an org's identity provider vouches for (through SSO or SCIM;
+ * only for an address of the org's proven domain), linked to that identity provider
+ * (`sso_identities`). Returns the account's id.
  */
 export async function createIdentityAccount(
   trx: Db,
@@ -36,10 +36,11 @@ export async function createIdentityAccount(
   return id;
 }
 
-/** Records that the org's identity provider vouches for the account. */
+/** Links the account to the org's identity provider (once; linking again changes nothing). */
 export async function rememberIdentity(trx: Db, deps: Deps, orgId: string, accountId: string): Promise<void> {
   await trx
     .insertInto("sso_identities")
     .values({ org_id: orgId, account_id: accountId, created_at: deps.clock.now().toISOString() })
+    .onConflict((oc) => oc.columns(["org_id", "account_id"]).doNothing())
     .execute();
 }

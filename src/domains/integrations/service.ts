@@ -1,6 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import type { IntegrationsTable } from "../../db/schema.ts";
+import type { Deps } from "../../deps.ts";
 import { type FieldIssue, ValidationError } from "../../errors.ts";
 import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
@@ -20,6 +21,7 @@ import {
   MAX_CONFIG_KEYS,
   type UpdateIntegrationInput,
 } from "./schemas.ts";
+import { integrationConfig, sealIntegrationConfig } from "./sealed-config.ts";
 
 type IntegrationRow = Selectable<IntegrationsTable>;
 
@@ -121,9 +123,9 @@ function unmasked(sent: unknown, stored: unknown, isSecret: SecretKeyTest): unkn
   );
 }
 
-function toIntegration(row: IntegrationRow) {
+function toIntegration(deps: Deps, row: IntegrationRow) {
   const kind = row.kind as IntegrationKind;
-  const config = fromJsonColumn<Record<string, unknown>>(row.config, {});
+  const config = integrationConfig(deps, row);
   return {
     id: row.id,
     kind,
@@ -234,11 +236,12 @@ export async function createIntegration({ ctx, input }: { ctx: OrgCtx; input: z.
   // is saved unconfigured: each attempt fails naming what it needs, until a PATCH gives it.
   const config = input.config === undefined ? {} : await validConfig(ctx, input.kind, input.config, { partial: true });
   const now = ctx.deps.clock.now();
+  const id = newId("int", now);
   const row: IntegrationRow = {
-    id: newId("int", now),
+    id,
     org_id: ctx.org.id,
     kind: input.kind,
-    config: toJsonColumn(config) ?? "{}",
+    config: sealIntegrationConfig(ctx.deps, id, config),
     events: input.events && input.events.length > 0 ? toJsonColumn(input.events) : null,
     created_by: actorOf(ctx.principal).id,
     created_at: now.toISOString(),
@@ -254,7 +257,7 @@ export async function createIntegration({ ctx, input }: { ctx: OrgCtx; input: z.
       data: { kind: row.kind, events: input.events ?? null },
     });
   });
-  return { integration: toIntegration(row) };
+  return { integration: toIntegration(ctx.deps, row) };
 }
 
 export async function listIntegrations({ ctx }: { ctx: OrgCtx }) {
@@ -267,12 +270,12 @@ export async function listIntegrations({ ctx }: { ctx: OrgCtx }) {
     .orderBy("created_at")
     .orderBy("id")
     .execute();
-  return { integrations: rows.map(toIntegration) };
+  return { integrations: rows.map((row) => toIntegration(ctx.deps, row)) };
 }
 
 export async function getIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) {
   authorize(ctx, "integrations:read");
-  return { integration: toIntegration(await integrations.find(ctx.deps, ownedBy(ctx), id)) };
+  return { integration: toIntegration(ctx.deps, await integrations.find(ctx.deps, ownedBy(ctx), id)) };
 }
 
 /** Replaces `config` (validated whole) and/or `events`. */
@@ -293,11 +296,12 @@ export async function updateIntegration({
     ]);
   }
   // Nothing to change (`{}`): nothing is written or audited, as for the org and its projects.
-  if (input.config === undefined && input.events === undefined) return { integration: toIntegration(current) };
+  if (input.config === undefined && input.events === undefined)
+    return { integration: toIntegration(ctx.deps, current) };
   const changes: Partial<IntegrationRow> = {};
   if (input.config !== undefined) {
     const kind = current.kind as IntegrationKind;
-    const stored = fromJsonColumn<Record<string, unknown>>(current.config, {});
+    const stored = integrationConfig(ctx.deps, current);
     // A secret sent back as read (masked) means "unchanged", so a read-modify-write keeps it.
     // A PATCH replaces the config, so it must be whole: one that left out a credential would
     // otherwise switch a working integration off without a word.
@@ -308,7 +312,7 @@ export async function updateIntegration({
       { partial: false },
     );
     assertSecretsResent(kind, input.config, stored, config);
-    changes.config = toJsonColumn(config) ?? "{}";
+    changes.config = sealIntegrationConfig(ctx.deps, id, config);
   }
   if (input.events !== undefined) {
     changes.events = input.events && input.events.length > 0 ? toJsonColumn(input.events) : null;
@@ -330,7 +334,7 @@ export async function updateIntegration({
         }),
     ),
   );
-  return { integration: toIntegration(updated) };
+  return { integration: toIntegration(ctx.deps, updated) };
 }
 
 export async function deleteIntegration({ ctx, id }: { ctx: OrgCtx; id: string }): Promise<void> {
@@ -357,16 +361,12 @@ export async function deleteIntegration({ ctx, id }: { ctx: OrgCtx; id: string }
 export async function testIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) {
   authorize(ctx, "integrations:manage");
   const integration = await integrations.find(ctx.deps, ownedBy(ctx), id);
-  const request = providerRequest(
-    integration.kind as IntegrationKind,
-    fromJsonColumn<Record<string, unknown>>(integration.config, {}),
-    {
-      event: "webhook.test",
-      payload: { integrationId: id, message: "This is a test from Plinth." },
-      timestamp: Math.floor(ctx.deps.clock.now().getTime() / 1000),
-      org: { slug: ctx.org.slug, name: ctx.org.name },
-    },
-  );
+  const request = providerRequest(integration.kind as IntegrationKind, integrationConfig(ctx.deps, integration), {
+    event: "webhook.test",
+    payload: { integrationId: id, message: "This is a test from Plinth." },
+    timestamp: Math.floor(ctx.deps.clock.now().getTime() / 1000),
+    org: { slug: ctx.org.slug, name: ctx.org.name },
+  });
   return {
     delivery: await sendTestDelivery(
       ctx.deps,
@@ -383,4 +383,19 @@ export async function testIntegration({ ctx, id }: { ctx: OrgCtx; id: string }) 
       },
     ),
   };
+}
+
+/** Seals integration configs stored unsealed or under a previous key (start-up; see SecretBox). */
+export async function resealIntegrationSecrets(deps: Deps): Promise<void> {
+  const rows = await deps.db.selectFrom("integrations").select(["id", "config"]).execute();
+  for (const row of rows) {
+    if (!deps.secrets.needsResealing(row.config)) continue;
+    // Only if unchanged since read: a concurrent update has sealed its own value.
+    await deps.db
+      .updateTable("integrations")
+      .set({ config: sealIntegrationConfig(deps, row.id, integrationConfig(deps, row)) })
+      .where("id", "=", row.id)
+      .where("config", "=", row.config)
+      .execute();
+  }
 }

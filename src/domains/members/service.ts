@@ -1,6 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import { DAY_MS } from "../../clock.ts";
 import { type Db, isUniqueViolation } from "../../db/database.ts";
+import type { Deps } from "../../deps.ts";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.ts";
 import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
@@ -218,23 +219,81 @@ function unusableTokenHash(): string {
 }
 
 /** Queues the invitation mail in the caller's transaction (see `invitationJobs` in jobs.ts). */
-async function queueInvitationMail(trx: Db, ctx: OrgCtx, invitationId: string): Promise<void> {
-  await ctx.deps.jobs.enqueue(trx, {
-    kind: "invitation.send",
-    payload: { invitationId, inviter: ctx.principal.type === "account" ? ctx.principal.email : null },
-    maxAttempts: 8,
+async function queueInvitationMail(trx: Db, deps: Deps, invitationId: string, inviter: string | null): Promise<void> {
+  await deps.jobs.enqueue(trx, { kind: "invitation.send", payload: { invitationId, inviter }, maxAttempts: 8 });
+}
+
+/** What an invitation SCIM made carries: the SCIM User it stands for until it is accepted. */
+export interface ScimInvitation {
+  memberId: string;
+  externalId: string | null;
+  displayName: string | null;
+  /** `suspended` when the identity provider deactivated the user meanwhile. */
+  memberStatus: "active" | "suspended";
+}
+
+/**
+ * Writes a pending invitation with its mail (a job) and its `member.invited` event, in the
+ * caller's transaction; the caller has checked the address is free and audits. Returns when it
+ * expires.
+ */
+export async function writeInvitation(
+  trx: Db,
+  deps: Deps,
+  invitation: {
+    id: string;
+    orgId: string;
+    email: string;
+    role: string;
+    invitedBy: string | null;
+    /** Who the mail says invited them. */
+    inviter: string | null;
+    scim?: ScimInvitation;
+  },
+): Promise<{ expiresAt: string }> {
+  const now = deps.clock.now();
+  const at = now.toISOString();
+  const expiresAt = new Date(now.getTime() + deps.config.invitationTtlDays * DAY_MS).toISOString();
+  await trx
+    .insertInto("invitations")
+    .values({
+      id: invitation.id,
+      org_id: invitation.orgId,
+      email: invitation.email,
+      role: invitation.role,
+      token_hash: unusableTokenHash(),
+      status: "pending",
+      invited_by: invitation.invitedBy,
+      expires_at: expiresAt,
+      created_at: at,
+      updated_at: at,
+      accepted_at: null,
+      ...(invitation.scim
+        ? {
+            scim_member_id: invitation.scim.memberId,
+            scim_external_id: invitation.scim.externalId,
+            display_name: invitation.scim.displayName,
+            member_status: invitation.scim.memberStatus,
+          }
+        : {}),
+    })
+    .execute();
+  await queueInvitationMail(trx, deps, invitation.id, invitation.inviter);
+  await emitOrgEvent(trx, deps, {
+    orgId: invitation.orgId,
+    kind: "member.invited",
+    payload: { invitationId: invitation.id, email: invitation.email, role: invitation.role },
   });
+  return { expiresAt };
 }
 
 export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer<typeof InviteInput> }) {
   authorize(ctx, "members:manage");
-  const { clock, config } = ctx.deps;
   const email = normalizeEmail(input.email);
-  const now = clock.now();
+  const now = ctx.deps.clock.now();
   const at = now.toISOString();
-  const expiresAt = new Date(now.getTime() + config.invitationTtlDays * DAY_MS).toISOString();
   const id = newId("inv", now);
-
+  let expiresAt = at;
   try {
     await inOrgTransaction(ctx, async (trx) => {
       const existingMember = await trx
@@ -263,33 +322,19 @@ export async function inviteMember({ ctx, input }: { ctx: OrgCtx; input: z.infer
           .where("id", "=", pending.id)
           .execute();
       }
-      await trx
-        .insertInto("invitations")
-        .values({
-          id,
-          org_id: ctx.org.id,
-          email,
-          role: input.role,
-          token_hash: unusableTokenHash(),
-          status: "pending",
-          invited_by: ctx.principal.type === "account" ? ctx.principal.accountId : ctx.principal.keyId,
-          expires_at: expiresAt,
-          created_at: at,
-          updated_at: at,
-          accepted_at: null,
-        })
-        .execute();
+      ({ expiresAt } = await writeInvitation(trx, ctx.deps, {
+        id,
+        orgId: ctx.org.id,
+        email,
+        role: input.role,
+        invitedBy: ctx.principal.type === "account" ? ctx.principal.accountId : ctx.principal.keyId,
+        inviter: ctx.principal.type === "account" ? ctx.principal.email : null,
+      }));
       await recordAudit(trx, ctx, {
         orgId: ctx.org.id,
         action: "member.invited",
         target: { type: "invitation", id },
         data: { email, role: input.role },
-      });
-      await queueInvitationMail(trx, ctx, id);
-      await emitOrgEvent(trx, ctx.deps, {
-        orgId: ctx.org.id,
-        kind: "member.invited",
-        payload: { invitationId: id, email, role: input.role },
       });
     });
   } catch (error) {
@@ -327,7 +372,7 @@ export async function resendInvitation({ ctx, id }: { ctx: OrgCtx; id: string })
       target: { type: "invitation", id },
       data: { email: found.email },
     });
-    await queueInvitationMail(trx, ctx, id);
+    await queueInvitationMail(trx, ctx.deps, id, ctx.principal.type === "account" ? ctx.principal.email : null);
   });
 }
 
@@ -376,7 +421,8 @@ export async function acceptInvitation({
     if (Number(claimed.numUpdatedRows) === 0) {
       throw new NotFoundError("invitation not found; it may have been revoked or already used");
     }
-    const memberId = newId("mem", now);
+    // An invitation SCIM made becomes the membership its SCIM User id already names.
+    const memberId = invitation.scim_member_id ?? newId("mem", now);
     await trx
       .insertInto("memberships")
       .values({
@@ -384,6 +430,9 @@ export async function acceptInvitation({
         org_id: invitation.org_id,
         account_id: account.accountId,
         role: invitation.role,
+        status: invitation.member_status ?? "active",
+        scim_external_id: invitation.scim_external_id,
+        display_name: invitation.display_name,
         created_at: at,
         updated_at: at,
       })

@@ -7,6 +7,7 @@ import type { JobSpec } from "../../jobs/queue.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { type IntegrationKind, providerRequest } from "../integrations/providers.ts";
+import { integrationConfig } from "../integrations/sealed-config.ts";
 import { notifyOrgAdmins } from "../notifications/service.ts";
 import { matchesOrgEvent } from "./event-patterns.ts";
 
@@ -100,11 +101,12 @@ export async function emitOrgEvent(
   if (org.webhook_url) drafts.push({ targetType: "org_url", targetId: event.orgId, url: org.webhook_url, body });
   for (const integration of integrations) {
     if (!matchesOrgEvent(fromJsonColumn<string[] | null>(integration.events, null), event.kind)) continue;
-    const request = providerRequest(
-      integration.kind as IntegrationKind,
-      fromJsonColumn<Record<string, unknown>>(integration.config, {}),
-      { event: event.kind, payload: event.payload, timestamp, org: { slug: org.slug, name: org.name } },
-    );
+    const request = providerRequest(integration.kind as IntegrationKind, integrationConfig(deps, integration), {
+      event: event.kind,
+      payload: event.payload,
+      timestamp,
+      org: { slug: org.slug, name: org.name },
+    });
     drafts.push({ targetType: "integration", targetId: integration.id, ...request });
   }
   await queueDeliveries(trx, deps, event.orgId, event.kind, drafts);

@@ -1,6 +1,7 @@
 import type { Deps } from "../../deps.ts";
 import { fromJsonColumn } from "../../lib/json.ts";
 import { type IntegrationKind, providerAuthHeaders, providerUrl, unconfigured } from "../integrations/providers.ts";
+import { integrationConfig } from "../integrations/sealed-config.ts";
 import type { Delivery } from "./delivery.ts";
 
 /** Where a delivery goes, as it stands when an attempt is made: a webhook, an org's URL or an integration. */
@@ -101,7 +102,7 @@ export async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promis
       if (integration.deleted_at !== null || integration.org_deleted_at !== null) continue;
       // Address and credentials both come from the current config, so a retry after a change
       // never sends new credentials to the old address.
-      const config = fromJsonColumn<Record<string, unknown>>(integration.config, {});
+      const config = integrationConfig(deps, integration);
       const kind = integration.kind as IntegrationKind;
       targets.set(targetKey("integration", integration.id), {
         url: providerUrl(kind, config),

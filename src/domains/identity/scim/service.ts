@@ -3,8 +3,9 @@ import { isUniqueViolation } from "../../../db/database.ts";
 import type { Deps } from "../../../deps.ts";
 import { isIdOf, newId } from "../../../lib/ids.ts";
 import { type AuditActor, recordAuditAs } from "../../audit/service.ts";
+import { writeInvitation } from "../../members/service.ts";
 import type { OrgRow } from "../../orgs/records.ts";
-import { createIdentityAccount } from "../accounts.ts";
+import { createIdentityAccount, rememberIdentity } from "../accounts.ts";
 import { type Filter, InvalidFilterError, matchesFilter, parseFilter } from "./filter.ts";
 import { GROUP_SCHEMA, listResponse, ScimError, USER_SCHEMA } from "./resources.ts";
 import { scimBaseUrl } from "./tokens.ts";
@@ -27,42 +28,100 @@ const actorOf = (ctx: ScimCtx): AuditActor => ({ type: "scim", id: ctx.org.id, e
 
 type Json = Record<string, unknown>;
 
-interface MemberRow {
+/**
+ * A SCIM User: a membership, or an invitation SCIM made for someone outside the org's proven
+ * domain, who has not accepted it yet. Its id is the membership's (the invitation carries the
+ * id its membership will have), so the identity provider's handle survives the acceptance.
+ */
+interface PersonRow {
   id: string;
-  account_id: string;
+  /** Set while the person is invited. */
+  invitation_id: string | null;
   role: string;
+  /** `active` or `suspended`. */
   status: string;
   scim_external_id: string | null;
+  /** The identity provider's name for the person here. */
+  display_name: string | null;
+  /** The account's own name (members only). */
+  account_name: string | null;
+  email: string;
   created_at: string;
   updated_at: string;
-  email: string;
-  name: string;
 }
 
-function memberQuery(db: Db, orgId: string) {
-  return db
+/** The org's SCIM Users (optionally the one of `id`, or those holding `role`), oldest first. */
+async function people(db: Db, orgId: string, only: { id?: string; role?: string } = {}): Promise<PersonRow[]> {
+  let members = db
     .selectFrom("memberships")
     .innerJoin("users", "users.id", "memberships.account_id")
     .select([
       "memberships.id",
-      "memberships.account_id",
       "memberships.role",
       "memberships.status",
       "memberships.scim_external_id",
+      "memberships.display_name",
       "memberships.created_at",
       "memberships.updated_at",
       "users.email",
-      "users.name",
+      "users.name as account_name",
     ])
     .where("memberships.org_id", "=", orgId);
+  let invited = db
+    .selectFrom("invitations")
+    .select([
+      "id as invitation_id",
+      "scim_member_id",
+      "role",
+      "member_status",
+      "scim_external_id",
+      "display_name",
+      "created_at",
+      "updated_at",
+      "email",
+    ])
+    .where("org_id", "=", orgId)
+    .where("status", "=", "pending")
+    .where("scim_member_id", "is not", null);
+  if (only.id !== undefined) {
+    members = members.where("memberships.id", "=", only.id);
+    invited = invited.where("scim_member_id", "=", only.id);
+  }
+  if (only.role !== undefined) {
+    members = members.where("memberships.role", "=", only.role);
+    invited = invited.where("role", "=", only.role);
+  }
+  const rows: PersonRow[] = [
+    ...(await members.execute()).map((row) => ({
+      ...row,
+      invitation_id: null,
+      account_name: row.account_name || null,
+    })),
+    ...(await invited.execute()).map((row) => ({
+      id: row.scim_member_id as string,
+      invitation_id: row.invitation_id,
+      role: row.role,
+      status: row.member_status ?? "active",
+      scim_external_id: row.scim_external_id,
+      display_name: row.display_name,
+      account_name: null,
+      email: row.email,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    })),
+  ];
+  return rows.sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
 }
 
-async function findMember(ctx: ScimCtx, id: string, db: Db = ctx.deps.db): Promise<MemberRow> {
-  const row = isIdOf("mem", id)
-    ? await memberQuery(db, ctx.org.id).where("memberships.id", "=", id).executeTakeFirst()
-    : undefined;
+async function findPerson(ctx: ScimCtx, id: string, db: Db = ctx.deps.db): Promise<PersonRow> {
+  const row = isIdOf("mem", id) ? (await people(db, ctx.org.id, { id }))[0] : undefined;
   if (!row) throw new ScimError(404, `no user ${id}`);
-  return row as MemberRow;
+  return row;
+}
+
+/** The name SCIM shows: the identity provider's for this membership, else the account's, else the address's. */
+function nameOf(row: PersonRow): string {
+  return row.display_name ?? row.account_name ?? (row.email.split("@")[0] as string);
 }
 
 function splitName(name: string): { givenName: string; familyName: string } {
@@ -70,16 +129,17 @@ function splitName(name: string): { givenName: string; familyName: string } {
   return { givenName, familyName: rest.join(" ") };
 }
 
-function toUser(ctx: ScimCtx, row: MemberRow, groups: Map<string, string>) {
-  const { givenName, familyName } = splitName(row.name);
+function toUser(ctx: ScimCtx, row: PersonRow, groups: Map<string, string>) {
+  const name = nameOf(row);
+  const { givenName, familyName } = splitName(name);
   const groupId = groups.get(row.role);
   return {
     schemas: [USER_SCHEMA],
     id: row.id,
     ...(row.scim_external_id ? { externalId: row.scim_external_id } : {}),
     userName: row.email,
-    name: { formatted: row.name, givenName, familyName },
-    displayName: row.name,
+    name: { formatted: name, givenName, familyName },
+    displayName: name,
     emails: [{ value: row.email, type: "work", primary: true }],
     active: row.status === "active",
     groups: groupId
@@ -100,7 +160,7 @@ async function groupIdsByRole(db: Db, orgId: string): Promise<Map<string, string
   return new Map(rows.map((row) => [row.display_name, row.id]));
 }
 
-function userValues(row: MemberRow, path: string): (string | boolean | null)[] {
+function userValues(row: PersonRow, path: string): (string | boolean | null)[] {
   switch (path) {
     case "username":
     case "emails":
@@ -114,11 +174,11 @@ function userValues(row: MemberRow, path: string): (string | boolean | null)[] {
       return [row.status === "active"];
     case "displayname":
     case "name.formatted":
-      return [row.name];
+      return [nameOf(row)];
     case "name.givenname":
-      return [splitName(row.name).givenName];
+      return [splitName(nameOf(row)).givenName];
     case "name.familyname":
-      return [splitName(row.name).familyName];
+      return [splitName(nameOf(row)).familyName];
     default:
       return [];
   }
@@ -143,10 +203,7 @@ function parseListQuery(query: { filter?: string; startIndex?: string; count?: s
 
 export async function listUsers(ctx: ScimCtx, query: { filter?: string; startIndex?: string; count?: string }) {
   const { filter, startIndex, count } = parseListQuery(query);
-  const rows = (await memberQuery(ctx.deps.db, ctx.org.id)
-    .orderBy("memberships.created_at")
-    .orderBy("memberships.id")
-    .execute()) as MemberRow[];
+  const rows = await people(ctx.deps.db, ctx.org.id);
   const matching = filter ? rows.filter((row) => matchesFilter(filter, (path) => userValues(row, path))) : rows;
   const groups = await groupIdsByRole(ctx.deps.db, ctx.org.id);
   const page = matching.slice(startIndex - 1, startIndex - 1 + count);
@@ -158,7 +215,7 @@ export async function listUsers(ctx: ScimCtx, query: { filter?: string; startInd
 }
 
 export async function getUser(ctx: ScimCtx, id: string) {
-  const row = await findMember(ctx, id);
+  const row = await findPerson(ctx, id);
   return toUser(ctx, row, await groupIdsByRole(ctx.deps.db, ctx.org.id));
 }
 
@@ -214,10 +271,28 @@ function nameFrom(changes: UserChanges, current: string): string {
   return changes.name ?? current;
 }
 
+/** Whether the org has proven the e-mail's domain (DESIGN §12: its SSO's `emailDomain`, verified by DNS). */
+async function inProvenDomain(db: Db, orgId: string, email: string): Promise<boolean> {
+  const proven = await db
+    .selectFrom("sso_configs")
+    .select("org_id")
+    .where("org_id", "=", orgId)
+    .where("email_domain", "=", email.slice(email.lastIndexOf("@") + 1))
+    .where("domain_verified_at", "is not", null)
+    .executeTakeFirst();
+  return proven !== undefined;
+}
+
+/** Who the invitation mail says invited a person SCIM provisioned. */
+const SCIM_INVITER = "Your organization's identity provider";
+
 /**
- * Provisions a member: the account of that e-mail (made, without a password, when there is
- * none; its holder signs in through SSO or resets a password) joins the org as a viewer, or
- * suspended when `active` is false. A member of that e-mail already is 409 `uniqueness`.
+ * Provisions a User, as a viewer (suspended when `active` is false). For an address of the
+ * org's proven domain, the account of that e-mail (made, without a password, when there is none)
+ * joins the org at once. For any other address the org has no say over the account: the person
+ * is invited, by mail, and joins when they accept (as for `POST …/invitations`); meanwhile the
+ * invitation is the User (listed, changed and deleted like one). A pending invitation of that
+ * address is taken over; a member, or a User already provisioned, is 409 `uniqueness`.
  */
 export async function createUser(ctx: ScimCtx, body: Json) {
   const changes = changesOfResource(body);
@@ -228,68 +303,131 @@ export async function createUser(ctx: ScimCtx, body: Json) {
   const { deps } = ctx;
   const now = deps.clock.now();
   const id = newId("mem", now);
+  const displayName = nameFrom(changes, "") || null;
+  const status = changes.active === false ? "suspended" : "active";
+  const externalId = changes.externalId ?? null;
+  const conflict = () => new ScimError(409, `a user with userName ${email} exists`, "uniqueness");
   try {
     await deps.db.transaction().execute(async (trx) => {
-      let account = await trx.selectFrom("users").select(["id", "name"]).where("email", "=", email).executeTakeFirst();
-      if (!account) {
-        const name = nameFrom(changes, email.split("@")[0] as string);
-        const accountId = await createIdentityAccount(trx, deps, ctx.org.id, { email, name, emailVerified: false });
-        account = { id: accountId, name };
+      const member = await trx
+        .selectFrom("memberships")
+        .innerJoin("users", "users.id", "memberships.account_id")
+        .select("memberships.id")
+        .where("memberships.org_id", "=", ctx.org.id)
+        .where("users.email", "=", email)
+        .executeTakeFirst();
+      if (member) throw conflict();
+      const pending = await trx
+        .selectFrom("invitations")
+        .select(["id", "scim_member_id"])
+        .where("org_id", "=", ctx.org.id)
+        .where("email", "=", email)
+        .where("status", "=", "pending")
+        .executeTakeFirst();
+      if (pending?.scim_member_id) throw conflict();
+      const audit = (action: string, target: { type: string; id: string }) =>
+        recordAuditAs(trx, deps, actorOf(ctx), ctx.ip, {
+          orgId: ctx.org.id,
+          action,
+          target,
+          data: { email, role: DEFAULT_ROLE, active: status === "active" },
+        });
+      if (pending) {
+        await trx
+          .updateTable("invitations")
+          .set({
+            scim_member_id: id,
+            scim_external_id: externalId,
+            display_name: displayName,
+            member_status: status,
+            updated_at: now.toISOString(),
+          })
+          .where("id", "=", pending.id)
+          .execute();
+        await audit("invitation.provisioned", { type: "invitation", id: pending.id });
+        return;
+      }
+      if (!(await inProvenDomain(trx, ctx.org.id, email))) {
+        const invitationId = newId("inv", now);
+        await writeInvitation(trx, deps, {
+          id: invitationId,
+          orgId: ctx.org.id,
+          email,
+          role: DEFAULT_ROLE,
+          invitedBy: null,
+          inviter: SCIM_INVITER,
+          scim: { memberId: id, externalId, displayName, memberStatus: status },
+        });
+        await audit("member.invited", { type: "invitation", id: invitationId });
+        return;
+      }
+      const account = await trx.selectFrom("users").select("id").where("email", "=", email).executeTakeFirst();
+      let accountId = account?.id;
+      if (accountId === undefined) {
+        accountId = await createIdentityAccount(trx, deps, ctx.org.id, {
+          email,
+          name: displayName ?? (email.split("@")[0] as string),
+          emailVerified: false,
+        });
+      } else {
+        await rememberIdentity(trx, deps, ctx.org.id, accountId);
       }
       await trx
         .insertInto("memberships")
         .values({
           id,
           org_id: ctx.org.id,
-          account_id: account.id,
+          account_id: accountId,
           role: DEFAULT_ROLE,
-          status: changes.active === false ? "suspended" : "active",
-          scim_external_id: changes.externalId ?? null,
+          status,
+          scim_external_id: externalId,
+          display_name: displayName,
           created_at: now.toISOString(),
           updated_at: now.toISOString(),
         })
         .execute();
-      await recordAuditAs(trx, deps, actorOf(ctx), ctx.ip, {
-        orgId: ctx.org.id,
-        action: "member.provisioned",
-        target: { type: "member", id },
-        data: { email, role: DEFAULT_ROLE, active: changes.active !== false },
-      });
+      await audit("member.provisioned", { type: "member", id });
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw new ScimError(409, `a member with userName ${email} exists`, "uniqueness");
+    if (isUniqueViolation(error)) throw conflict();
     throw error;
   }
   return getUser(ctx, id);
 }
 
 /** Refuses changes to an owner's membership: owners are managed in Plinth (the break-glass). */
-function assertNotOwner(row: MemberRow): void {
+function assertNotOwner(row: PersonRow): void {
   if (row.role === "owner")
     throw new ScimError(400, "an owner's membership is managed in Plinth, not through SCIM", "mutability");
 }
 
-async function applyUserChanges(ctx: ScimCtx, row: MemberRow, changes: UserChanges) {
+/**
+ * Applies a User's changes: its status, externalId and the name the identity provider gives the
+ * person here (the membership's display name: an account's own name is its holder's to change).
+ */
+async function applyUserChanges(ctx: ScimCtx, row: PersonRow, changes: UserChanges) {
   const { deps } = ctx;
   if (changes.email !== undefined && changes.email !== row.email.toLowerCase()) {
     throw new ScimError(400, "userName cannot change: it is the member's account e-mail", "mutability");
   }
   const status = changes.active === undefined ? row.status : changes.active ? "active" : "suspended";
   if (status !== row.status) assertNotOwner(row);
-  const name = nameFrom(changes, row.name);
+  const name = nameFrom(changes, nameOf(row));
+  const displayName = name === nameOf(row) ? row.display_name : name || null;
   const externalId = changes.externalId === undefined ? row.scim_external_id : changes.externalId;
   const now = deps.clock.now().toISOString();
   await deps.db.transaction().execute(async (trx) => {
-    await trx
-      .updateTable("memberships")
-      .set({ status, scim_external_id: externalId, updated_at: now })
-      .where("id", "=", row.id)
-      .execute();
-    if (name !== row.name) {
+    if (row.invitation_id) {
       await trx
-        .updateTable("users")
-        .set({ name, updated_at: deps.dialect === "postgres" ? new Date(now) : now })
-        .where("id", "=", row.account_id)
+        .updateTable("invitations")
+        .set({ member_status: status, scim_external_id: externalId, display_name: displayName, updated_at: now })
+        .where("id", "=", row.invitation_id)
+        .execute();
+    } else {
+      await trx
+        .updateTable("memberships")
+        .set({ status, scim_external_id: externalId, display_name: displayName, updated_at: now })
+        .where("id", "=", row.id)
         .execute();
     }
     const action =
@@ -297,15 +435,19 @@ async function applyUserChanges(ctx: ScimCtx, row: MemberRow, changes: UserChang
     await recordAuditAs(trx, deps, actorOf(ctx), ctx.ip, {
       orgId: ctx.org.id,
       action,
-      target: { type: "member", id: row.id },
-      data: { email: row.email, ...(status !== row.status ? { status } : {}), ...(name !== row.name ? { name } : {}) },
+      target: row.invitation_id ? { type: "invitation", id: row.invitation_id } : { type: "member", id: row.id },
+      data: {
+        email: row.email,
+        ...(status !== row.status ? { status } : {}),
+        ...(displayName !== row.display_name ? { displayName } : {}),
+      },
     });
   });
   return getUser(ctx, row.id);
 }
 
 export async function replaceUser(ctx: ScimCtx, id: string, body: Json) {
-  const row = await findMember(ctx, id);
+  const row = await findPerson(ctx, id);
   const changes = changesOfResource(body);
   // A replacement without `active` leaves the member active (RFC 7644 §3.5.1: unset attributes are cleared to their default).
   return applyUserChanges(ctx, row, { ...changes, active: changes.active ?? true });
@@ -373,7 +515,7 @@ function resourceOfPath(path: string, value: unknown): Json {
 }
 
 export async function patchUser(ctx: ScimCtx, id: string, body: Json) {
-  const row = await findMember(ctx, id);
+  const row = await findPerson(ctx, id);
   const changes: UserChanges = {};
   for (const operation of patchOperations(body)) {
     if (operation.op === "remove") {
@@ -388,16 +530,24 @@ export async function patchUser(ctx: ScimCtx, id: string, body: Json) {
   return applyUserChanges(ctx, row, changes);
 }
 
-/** Deprovisions: the membership goes; the account stays (it may belong to other orgs). */
+/** Deprovisions: the membership goes (the account stays: it may belong to other orgs), or the invitation is revoked. */
 export async function deleteUser(ctx: ScimCtx, id: string): Promise<void> {
-  const row = await findMember(ctx, id);
+  const row = await findPerson(ctx, id);
   assertNotOwner(row);
   await ctx.deps.db.transaction().execute(async (trx) => {
-    await trx.deleteFrom("memberships").where("id", "=", row.id).execute();
+    if (row.invitation_id) {
+      await trx
+        .updateTable("invitations")
+        .set({ status: "revoked", updated_at: ctx.deps.clock.now().toISOString() })
+        .where("id", "=", row.invitation_id)
+        .execute();
+    } else {
+      await trx.deleteFrom("memberships").where("id", "=", row.id).execute();
+    }
     await recordAuditAs(trx, ctx.deps, actorOf(ctx), ctx.ip, {
       orgId: ctx.org.id,
-      action: "member.deprovisioned",
-      target: { type: "member", id: row.id },
+      action: row.invitation_id ? "invitation.revoked" : "member.deprovisioned",
+      target: row.invitation_id ? { type: "invitation", id: row.invitation_id } : { type: "member", id: row.id },
       data: { email: row.email, role: row.role },
     });
   });
@@ -427,12 +577,7 @@ async function findGroup(ctx: ScimCtx, id: string, db: Db = ctx.deps.db): Promis
 }
 
 async function toGroup(ctx: ScimCtx, row: GroupRow, withMembers = true) {
-  const members = withMembers
-    ? ((await memberQuery(ctx.deps.db, ctx.org.id)
-        .where("memberships.role", "=", row.display_name)
-        .orderBy("memberships.created_at")
-        .execute()) as MemberRow[])
-    : [];
+  const members = withMembers ? await people(ctx.deps.db, ctx.org.id, { role: row.display_name }) : [];
   const base = scimBaseUrl(ctx.deps, ctx.org.slug);
   return {
     schemas: [GROUP_SCHEMA],
@@ -473,14 +618,15 @@ function memberIdsOf(value: unknown): string[] {
   });
 }
 
-/** Sets a member's role, with its audit row; owners keep theirs. */
-async function changeRole(trx: Db, ctx: ScimCtx, row: MemberRow, role: string): Promise<void> {
+/** Sets a User's role (an invited one's too), with its audit row; owners keep theirs. */
+async function changeRole(trx: Db, ctx: ScimCtx, row: PersonRow, role: string): Promise<void> {
   if (row.role === "owner" || row.role === role) return;
-  await trx
-    .updateTable("memberships")
-    .set({ role, updated_at: ctx.deps.clock.now().toISOString() })
-    .where("id", "=", row.id)
-    .execute();
+  const updated_at = ctx.deps.clock.now().toISOString();
+  if (row.invitation_id) {
+    await trx.updateTable("invitations").set({ role, updated_at }).where("id", "=", row.invitation_id).execute();
+  } else {
+    await trx.updateTable("memberships").set({ role, updated_at }).where("id", "=", row.id).execute();
+  }
   await recordAuditAs(trx, ctx.deps, actorOf(ctx), ctx.ip, {
     orgId: ctx.org.id,
     action: "member.role_changed",
@@ -489,15 +635,15 @@ async function changeRole(trx: Db, ctx: ScimCtx, row: MemberRow, role: string): 
   });
 }
 
-/** The member of `id` in this org, or undefined. */
-function memberOrNone(trx: Db, ctx: ScimCtx, id: string): Promise<MemberRow | undefined> {
-  return findMember(ctx, id, trx).catch(() => undefined);
+/** The User of `id` in this org, or undefined. */
+function personOrNone(trx: Db, ctx: ScimCtx, id: string): Promise<PersonRow | undefined> {
+  return findPerson(ctx, id, trx).catch(() => undefined);
 }
 
 /** Gives `ids` the group's role (owners keep theirs); unknown ids are 400 `invalidValue`. */
 async function setRole(trx: Db, ctx: ScimCtx, ids: string[], role: string): Promise<void> {
   for (const id of ids) {
-    const row = await memberOrNone(trx, ctx, id);
+    const row = await personOrNone(trx, ctx, id);
     if (!row) throw new ScimError(400, `no user ${id} to add to the group`, "invalidValue");
     await changeRole(trx, ctx, row, role);
   }
@@ -506,7 +652,7 @@ async function setRole(trx: Db, ctx: ScimCtx, ids: string[], role: string): Prom
 /** Takes the group's role away from `ids` (they become viewers); members without it are left as they are. */
 async function dropRole(trx: Db, ctx: ScimCtx, ids: string[], role: string): Promise<void> {
   for (const id of ids) {
-    const row = await memberOrNone(trx, ctx, id);
+    const row = await personOrNone(trx, ctx, id);
     if (row?.role === role) await changeRole(trx, ctx, row, DEFAULT_ROLE);
   }
 }
@@ -514,9 +660,7 @@ async function dropRole(trx: Db, ctx: ScimCtx, ids: string[], role: string): Pro
 /** Makes `ids` exactly the group's members: the others holding its role lose it. */
 async function replaceMembers(trx: Db, ctx: ScimCtx, group: GroupRow, ids: string[]): Promise<void> {
   const wanted = new Set(ids);
-  const current = (await memberQuery(trx, ctx.org.id)
-    .where("memberships.role", "=", group.display_name)
-    .execute()) as MemberRow[];
+  const current = await people(trx, ctx.org.id, { role: group.display_name });
   const leaving = current.map((member) => member.id).filter((memberId) => !wanted.has(memberId));
   await dropRole(trx, ctx, leaving, group.display_name);
   await setRole(trx, ctx, ids, group.display_name);
@@ -660,9 +804,7 @@ export async function patchGroup(ctx: ScimCtx, id: string, body: Json) {
 export async function deleteGroup(ctx: ScimCtx, id: string): Promise<void> {
   const group = await findGroup(ctx, id);
   await ctx.deps.db.transaction().execute(async (trx) => {
-    const members = (await memberQuery(trx, ctx.org.id)
-      .where("memberships.role", "=", group.display_name)
-      .execute()) as MemberRow[];
+    const members = await people(trx, ctx.org.id, { role: group.display_name });
     await dropRole(
       trx,
       ctx,

@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { getCookie } from "hono/cookie";
 import type { Auth } from "../../../auth/better-auth.ts";
 import { startSsoSession } from "../../../auth/sso-session.ts";
 import type { Deps } from "../../../deps.ts";
@@ -45,7 +46,10 @@ const routes = {
     tags,
     summary: "Set the org's single sign-on (OIDC or SAML) (admin)",
     description:
-      "A new emailDomain must be proven again (POST …/sso/verify-domain) before password sign-in for it is refused.",
+      "A new emailDomain, or a new identity provider (type, issuer, clientId, certificate, entry point or metadata), must be " +
+      "proven again (POST …/sso/verify-domain, a new TXT value) before single sign-on signs anyone in, and forgets every " +
+      "account linked to the previous provider. Changing the identity provider of an enabled configuration is for a " +
+      "signed-in owner only (403 for admins and API keys).",
     security: sessionOrKey,
     request: { params: SlugParams, body: jsonBody(SsoInput) },
     responses: { 200: jsonContent(SsoResponse, "The configuration"), ...authedErrors },
@@ -76,6 +80,9 @@ const routes = {
     path: "/auth/sso/{orgSlug}",
     tags,
     summary: "Start single sign-on: 302 to the identity provider (OIDC: state, nonce and PKCE S256)",
+    description:
+      "OIDC sets a short-lived HttpOnly cookie that binds the login to this browser: the callback refuses (401) without it. " +
+      "Started from a signed-in session, the login may link that account (an owner's or admin's must be linked so).",
     request: {
       params: LoginParams,
       query: z.object({
@@ -89,6 +96,9 @@ const routes = {
     path: "/auth/sso/{orgSlug}/callback",
     tags,
     summary: "The OIDC redirect URI: signs the person in (the session cookie) and 302s to returnTo",
+    description:
+      "401 unless the browser holds the cookie its login's start set, the e-mail is in the org's proven emailDomain, " +
+      "and (for an existing owner or admin of the org) the account linked single sign-on from its own session.",
     request: { params: LoginParams },
     responses: { 302: { description: "Signed in" }, ...errorResponses(401, 404, 429) },
   }),
@@ -127,7 +137,15 @@ const routes = {
   }),
 };
 
+/** How long the cookie binding an OIDC login to its browser lives (the login's own lifetime). */
+const LOGIN_COOKIE_SECONDS = 600;
+
 export function ssoRoutes(deps: Deps, auth: Auth) {
+  const bindingCookieName = `${deps.config.cookiePrefix}.sso_login`;
+  const secure = deps.config.publicUrl.startsWith("https://") ? "; Secure" : "";
+  // HttpOnly, and SameSite=Lax: sent on the identity provider's top-level redirect back, never on a cross-site POST.
+  const bindingCookie = (orgSlug: string, value: string, maxAge: number) =>
+    `${bindingCookieName}=${value}; Path=/api/auth/sso/${encodeURIComponent(orgSlug)}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure}`;
   return createRouter()
     .openapi({ ...routes.get, middleware: requires(deps, "sso:manage") }, async (c) => {
       const { slug } = c.req.valid("param");
@@ -146,20 +164,30 @@ export function ssoRoutes(deps: Deps, auth: Auth) {
       return c.json(await verifySsoDomain({ ctx: await orgCtx(c, deps, slug) }), 200);
     })
     .openapi(routes.login, async (c) => {
-      const url = await startSsoLogin(deps, c.req.valid("param").orgSlug, c.req.valid("query").returnTo);
-      return c.redirect(url, 302);
+      const { orgSlug } = c.req.valid("param");
+      const principal = c.get("principal");
+      const start = await startSsoLogin(
+        deps,
+        orgSlug,
+        c.req.valid("query").returnTo,
+        principal?.type === "account" ? principal.accountId : null,
+      );
+      if (start.binding) c.header("Set-Cookie", bindingCookie(orgSlug, start.binding, LOGIN_COOKIE_SECONDS));
+      return c.redirect(start.url, 302);
     })
     .openapi(routes.callback, async (c) => {
       const { orgSlug } = c.req.valid("param");
       // The URL the identity provider redirected to, as registered (PUBLIC_URL), with its query.
       const callback = new URL(`${deps.config.publicUrl}/api/auth/sso/${encodeURIComponent(orgSlug)}/callback`);
       callback.search = new URL(c.req.url).search;
-      const { accountId, returnTo } = await completeSsoLogin(deps, orgSlug, callback);
+      const binding = getCookie(c, bindingCookieName);
+      const { accountId, returnTo } = await completeSsoLogin(deps, orgSlug, callback, binding);
       const cookie = await startSsoSession(deps, auth, accountId, {
         ip: c.get("clientIp"),
         userAgent: c.req.header("user-agent"),
       });
-      c.header("Set-Cookie", cookie);
+      c.header("Set-Cookie", bindingCookie(orgSlug, "", 0), { append: true });
+      c.header("Set-Cookie", cookie, { append: true });
       return c.redirect(returnTo, 302);
     })
     .openapi(routes.acs, async (c) => {

@@ -1,7 +1,9 @@
 import { type CacheProvider, SAML, ValidateInResponseTo } from "@node-saml/node-saml";
 import { DOMParser } from "@xmldom/xmldom";
 import type { Deps } from "../../../deps.ts";
-import { UnauthorizedError } from "../../../errors.ts";
+import { PayloadTooLargeError, UnauthorizedError, UnavailableError } from "../../../errors.ts";
+import { sibling, ThreadBusyError, ThreadRefusal, ThreadTimeoutError, ThreadWorker } from "../../../lib/threads.ts";
+import type { SamlCheckInput, SamlPerson } from "./saml-check.ts";
 
 /** What an org's SAML settings hold (DESIGN §12): the IdP's endpoint and certificate, or its metadata. */
 export interface SamlSettings {
@@ -13,8 +15,6 @@ export interface SamlSettings {
 
 /** How long an AuthnRequest may wait for its response. */
 const REQUEST_TTL_MS = 10 * 60_000;
-/** Clock skew between this service and the identity provider that is tolerated. */
-const CLOCK_SKEW_MS = 60_000;
 const MD = "urn:oasis:names:tc:SAML:2.0:metadata";
 const DS = "http://www.w3.org/2000/09/xmldsig#";
 
@@ -82,6 +82,7 @@ function requestCache(deps: Deps, orgId: string): CacheProvider {
   };
 }
 
+/** node-saml for what this service sends: AuthnRequests (their ids kept, see `requestCache`) and its metadata. */
 export function samlClient(
   deps: Deps,
   orgId: string,
@@ -98,7 +99,6 @@ export function samlClient(
     ...(idp.issuer ? { idpIssuer: idp.issuer } : {}),
     wantAssertionsSigned: true,
     wantAuthnResponseSigned: false,
-    acceptedClockSkewMs: CLOCK_SKEW_MS,
     validateInResponseTo: ValidateInResponseTo.ifPresent,
     requestIdExpirationPeriodMs: REQUEST_TTL_MS,
     cacheProvider: requestCache(deps, orgId),
@@ -108,52 +108,63 @@ export function samlClient(
   });
 }
 
-const EMAIL_ATTRIBUTES = [
-  "email",
-  "mail",
-  "urn:oid:0.9.2342.19200300.100.1.3",
-  "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/emailaddress",
-];
+/** The largest SAMLResponse taken, decoded: a real one is a few KB (Entra's with many groups, tens). */
+export const MAX_SAML_RESPONSE_BYTES = 128 * 1024;
+/** The most elements a SAMLResponse may hold: node-saml's checks cost the square of it. */
+export const MAX_SAML_ELEMENTS = 1_000;
+
+/** Checks run one at a time on a thread of their own, each for at most 5 s (see `checkSamlResponse`). */
+const checker = new ThreadWorker<SamlCheckInput, SamlPerson>(sibling(import.meta.url, "saml-thread-entry"), "saml", {
+  timeoutMs: 5_000,
+  maxWaiting: 32,
+});
 
 /**
- * Checks a POSTed SAMLResponse: the signature (of the assertion, by the IdP's certificate: node-saml
- * reads only what the signature covers, so wrapped or commented content cannot stand in), issuer,
- * audience, time window, InResponseTo when present, the response's Destination and the
- * assertion's Recipient (this ACS), and that the assertion is seen for the first time. Returns who
- * signed in.
+ * Refuses, within a look at its bytes, a response no identity provider sends: over
+ * MAX_SAML_RESPONSE_BYTES decoded, or over MAX_SAML_ELEMENTS elements (the start tags counted).
+ */
+function assertSamlResponseSize(samlResponse: string): void {
+  if (samlResponse.length > Math.ceil((MAX_SAML_RESPONSE_BYTES * 4) / 3) + 4) {
+    throw new PayloadTooLargeError(`the SAMLResponse is over ${MAX_SAML_RESPONSE_BYTES} bytes`);
+  }
+  const xml = Buffer.from(samlResponse, "base64").toString("latin1");
+  const elements = xml.match(/<[A-Za-z_]/g)?.length ?? 0;
+  if (elements > MAX_SAML_ELEMENTS) {
+    throw new PayloadTooLargeError(
+      `the SAMLResponse holds ${elements} elements; at most ${MAX_SAML_ELEMENTS} are taken`,
+    );
+  }
+}
+
+/**
+ * Checks a POSTed SAMLResponse (`checkSamlResponse`, on the SAML thread) and, when it answers an
+ * AuthnRequest, that this service sent that request, unanswered until now (it is spent here).
+ * Returns who signed in. Whether the assertion was used before is the caller's to check.
  */
 export async function acceptSamlResponse(
   deps: Deps,
-  saml: SAML,
+  orgId: string,
+  settings: SamlSettings,
+  urls: { acsUrl: string; entityId: string },
   samlResponse: string,
-  acsUrl: string,
-): Promise<{ email: string; name: string | null; assertionId: string; notOnOrAfter: string | null }> {
-  let profile: Awaited<ReturnType<SAML["validatePostResponseAsync"]>>["profile"];
+): Promise<SamlPerson> {
+  assertSamlResponseSize(samlResponse);
+  let person: SamlPerson;
   try {
-    ({ profile } = await saml.validatePostResponseAsync({ SAMLResponse: samlResponse }));
+    person = await checker.run({ idp: idpOf(settings), ...urls, samlResponse });
   } catch (error) {
-    throw new UnauthorizedError(`single sign-on failed: ${(error as Error).message}`);
+    if (error instanceof ThreadBusyError) throw new UnavailableError("single sign-on is busy: try again shortly");
+    if (error instanceof ThreadRefusal) throw new UnauthorizedError(`single sign-on failed: ${error.message}`);
+    if (error instanceof ThreadTimeoutError)
+      throw new UnauthorizedError("single sign-on failed: the response took too long to check");
+    throw error;
   }
-  if (!profile) throw new UnauthorizedError("single sign-on failed: no assertion");
-  const doc = new DOMParser().parseFromString(profile.getSamlResponseXml?.() ?? "", "text/xml");
-  const destination = doc.documentElement?.getAttribute("Destination");
-  if (destination && destination !== acsUrl) {
-    throw new UnauthorizedError("single sign-on failed: the response is addressed to another service");
+  if (person.inResponseTo) {
+    const cache = requestCache(deps, orgId);
+    const sent = await cache.getAsync(person.inResponseTo);
+    await cache.removeAsync(person.inResponseTo);
+    if (!sent) throw new UnauthorizedError("single sign-on failed: InResponseTo is not valid");
   }
-  const assertion = (profile.getAssertion?.() as { Assertion?: Record<string, unknown> } | undefined)?.Assertion;
-  const attributes = (assertion?.$ ?? {}) as { ID?: string };
-  const recipients = JSON.stringify(assertion?.Subject ?? "").match(/"Recipient":"([^"]*)"/g) ?? [];
-  if (recipients.some((recipient) => recipient !== `"Recipient":"${acsUrl}"`)) {
-    throw new UnauthorizedError("single sign-on failed: the assertion is addressed to another service");
-  }
-  if (!attributes.ID) throw new UnauthorizedError("single sign-on failed: the assertion has no ID");
-  const raw = EMAIL_ATTRIBUTES.map((name) => profile?.[name]).find((value) => typeof value === "string") as
-    | string
-    | undefined;
-  const email = (raw ?? (profile.nameID?.includes("@") ? profile.nameID : "")).trim().toLowerCase();
-  if (!email) throw new UnauthorizedError("single sign-on failed: the assertion gives no e-mail");
-  const notOnOrAfter = JSON.stringify(assertion?.Conditions ?? "").match(/"NotOnOrAfter":"([^"]*)"/)?.[1] ?? null;
-  const name = typeof profile.displayName === "string" ? profile.displayName : null;
-  deps.log.debug({ assertionId: attributes.ID }, "sso: SAML assertion accepted");
-  return { email, name, assertionId: attributes.ID, notOnOrAfter };
+  deps.log.debug({ assertionId: person.assertionId }, "sso: SAML assertion accepted");
+  return person;
 }
