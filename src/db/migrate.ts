@@ -21,6 +21,7 @@ import { billing } from "./migrations/0018-billing.ts";
 import { scim } from "./migrations/0019-scim.ts";
 import { sso } from "./migrations/0020-sso.ts";
 import { ssoIdentities } from "./migrations/0021-sso-identities.ts";
+import { tenantErrorsAuthenticated } from "./migrations/0023-tenant-errors-authenticated.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -46,6 +47,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0019-scim": scim(),
     "0020-sso": sso(),
     "0021-sso-identities": ssoIdentities(),
+    "0023-tenant-errors-authenticated": tenantErrorsAuthenticated(),
   };
 }
 
