@@ -11,7 +11,7 @@ import { DAY_MS } from "../src/clock.ts";
 import { evaluateAlarms } from "../src/domains/alarms/service.ts";
 import { projectJobs } from "../src/domains/projects/jobs.ts";
 import { workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
-import { measureUsage } from "../src/domains/usage/meter.ts";
+import { measureBytes, measureUsage } from "../src/domains/usage/meter.ts";
 import { forgetOrgUsage } from "../src/domains/usage/quotas.ts";
 import type { SingleJobHandler } from "../src/jobs/handlers.ts";
 import {
@@ -26,6 +26,7 @@ import {
   expectValidation,
   type Mailbox,
   type Receiver,
+  readResult,
   signUp,
   sleep,
   startApp,
@@ -33,6 +34,7 @@ import {
   startReceiver,
   type TestApp,
   type TestUser,
+  until,
 } from "./harness.ts";
 
 /** A catalog with one small plan: 1% of its requests is one request. */
@@ -359,6 +361,69 @@ describe("usage and alarms", () => {
     ).toBe(204);
     // Reads go on.
     expect((await callWorkspace(app, p.id, "GET", "/collections", { token: p.adminToken })).status).toBe(200);
+  });
+
+  it("counts a branch's files and database as its project's, in usage and in the r2 quota (#8)", async () => {
+    const { deps } = app.server;
+    const org = await createOrg(app, owner, "Branching Org");
+    const p = await createActiveProject(app, owner, org.slug, "Branched");
+    const projectUsage = async () => {
+      const res = await call(app, "GET", `/org/${org.slug}/usage`, { cookie: owner.cookie });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const row = res.body.projects.find((project: { id: string }) => project.id === p.id);
+      return { metrics: res.body.metrics, row: row as { r2: number; d1: number } };
+    };
+    const upload = async (workspaceId: string, token: string, name: string, bytes: number) =>
+      readResult(
+        await fetch(`${app.url}/w/${workspaceId}/api/files?name=${name}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "text/plain" },
+          body: "x".repeat(bytes),
+        }),
+      );
+    expect((await upload(p.id, p.adminToken, "parent.txt", 1_000)).status).toBe(201);
+    const created = await call(app, "POST", `/org/${org.slug}/projects/${p.slug}/branches`, {
+      cookie: owner.cookie,
+      body: { name: "feature" },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const branch = { id: created.body.branch.id as string, token: created.body.adminToken as string };
+
+    // The branch's database counts; its copy of the parent's file shares the parent's bytes and
+    // counts once. (Workspaces only grow here, so the parts measured first are a lower bound.)
+    const parentOnly = await measureBytes(deps, [p.id]);
+    const branchOnly = await measureBytes(deps, [branch.id]);
+    expect(branchOnly.d1).toBeGreaterThan(0);
+    await measureUsage(deps);
+    const branched = await projectUsage();
+    expect(branched.row.r2).toBe(1_000);
+    expect(branched.row.d1).toBeGreaterThanOrEqual(parentOnly.d1 + branchOnly.d1);
+    expect(branched.metrics.d1.used).toBe(branched.row.d1);
+
+    // Files uploaded into the branch are the project's r2, and so the org's.
+    expect((await upload(branch.id, branch.token, "in-branch.txt", 3_000)).status).toBe(201);
+    const measured = await until("the branch's upload in its project's usage", async () => {
+      const now = await projectUsage();
+      return now.row.r2 === 4_000 ? now : undefined;
+    });
+    expect(measured.metrics.r2.used).toBe(4_000);
+
+    // The org's r2 quota holds for the branch as for the project: 10,000 bytes.
+    await deps.db.updateTable("orgs").set({ plan_id: "cramped-files" }).where("id", "=", org.id).execute();
+    forgetOrgUsage(org.id);
+    expect((await upload(branch.id, branch.token, "fits.txt", 5_000)).status).toBe(201);
+    const refused = await upload(branch.id, branch.token, "over.txt", 2_000);
+    expectError(refused, 409, "PLAN_LIMIT");
+    expect(refused.body.error.details).toEqual({ limit: 10_000, used: 9_000, planId: "cramped-files" });
+    expectError(await upload(p.id, p.adminToken, "over.txt", 2_000), 409, "PLAN_LIMIT");
+    expect((await upload(branch.id, branch.token, "last.txt", 1_000)).status).toBe(201);
+    const files = await callWorkspace(app, branch.id, "GET", "/files", { token: branch.token });
+    expect(files.body.files.map((f: { name: string }) => f.name).sort()).toEqual([
+      "fits.txt",
+      "in-branch.txt",
+      "last.txt",
+      "parent.txt",
+    ]);
   });
 
   it("lets every member read usage and alarms, developers and full keys change alarms; other orgs get 404", async () => {

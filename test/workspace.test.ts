@@ -17,6 +17,7 @@ import { matchesWorkspaceEvent, projectPayload } from "../src/domains/workspace/
 import { WorkspacePool } from "../src/domains/workspace/pool.ts";
 import { localStore } from "../src/domains/workspace/store.ts";
 import { insertWithEvent } from "../src/domains/workspace/writes.ts";
+import { sameHash, sha256Hex } from "../src/lib/tokens.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {
   type CallOptions,
@@ -105,6 +106,17 @@ describe("workspace patterns", () => {
   });
 });
 
+describe("the admin token's hash compare (#13b)", () => {
+  it("is equal only for the same hash, and refuses one of another length without throwing", () => {
+    const hash = sha256Hex("wsa_the-token");
+    expect(sameHash(sha256Hex("wsa_the-token"), hash)).toBe(true);
+    expect(sameHash(`${hash.slice(0, -1)}${hash.endsWith("0") ? "1" : "0"}`, hash)).toBe(false);
+    expect(sameHash(hash.slice(0, -1), hash)).toBe(false);
+    expect(sameHash(`${hash}0`, hash)).toBe(false);
+    expect(sameHash("", hash)).toBe(false);
+  });
+});
+
 describe("workspace runtime", () => {
   it("answers a project id holding a NUL character with 422 naming it, on both databases", async () => {
     const res = await fetch(`${app.url}/w/prj_x%00y/api/items/posts`, {
@@ -120,6 +132,11 @@ describe("workspace runtime", () => {
     expect((await ws("GET", "/collections")).status).toBe(401);
     expect((await ws("GET", "/collections", { token: "wsa_nope" })).status).toBe(401);
     expect((await ws("POST", "/collections", { body: { slug: "x" } })).status).toBe(401);
+    // The admin token one character off, or one longer, is refused (#13b: compared in constant time).
+    const nearMiss = `${adminToken.slice(0, -1)}${adminToken.endsWith("0") ? "1" : "0"}`;
+    expect((await ws("GET", "/collections", { token: nearMiss })).status).toBe(401);
+    expect((await ws("GET", "/collections", { token: `${adminToken}0` })).status).toBe(401);
+    expect((await ws("GET", "/collections", { token: adminToken })).status).toBe(200);
   });
 
   it("serves collections and items to the admin token, with events reaching a signed webhook", async () => {

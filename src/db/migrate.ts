@@ -22,6 +22,7 @@ import { scim } from "./migrations/0019-scim.ts";
 import { sso } from "./migrations/0020-sso.ts";
 import { ssoIdentities } from "./migrations/0021-sso-identities.ts";
 import { identityConsent } from "./migrations/0022-identity-consent.ts";
+import { tenantErrorsAuthenticated } from "./migrations/0023-tenant-errors-authenticated.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -48,6 +49,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0020-sso": sso(),
     "0021-sso-identities": ssoIdentities(),
     "0022-identity-consent": identityConsent(),
+    "0023-tenant-errors-authenticated": tenantErrorsAuthenticated(),
   };
 }
 

@@ -282,6 +282,8 @@ export interface TenantErrorsTable {
   code: string;
   message: string;
   request_id: string | null;
+  /** 1, or 0 for a request without valid workspace credentials (kept apart, DESIGN §10). */
+  authenticated: Generated<number>;
 }
 
 export interface DomainsTable {

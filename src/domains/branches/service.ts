@@ -2,6 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { Selectable } from "kysely";
 import { isUniqueViolation } from "../../db/database.ts";
 import type { BranchesTable } from "../../db/schema.ts";
+import type { Deps } from "../../deps.ts";
 import { ConflictError, NotFoundError, PlanLimitError, publicErrorMessage, ValidationError } from "../../errors.ts";
 import { newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
@@ -13,6 +14,7 @@ import { notifyOrgAdmins } from "../notifications/service.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { findProjectRecord } from "../owned-records.ts";
 import { assertWorkspaceSettled, findProject, type ProjectRow } from "../projects/service.ts";
+import { measureProject } from "../usage/meter.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { WorkspacePool } from "../workspace/pool.ts";
 import { copyWorkspace, dropCopy } from "./copy.ts";
@@ -265,7 +267,18 @@ async function fillBranch(
     if (!failure) await dropCopy(deps, pool, row.id);
     throw new NotFoundError("branch not found");
   }
+  await measureBranched(deps, project.id);
   return settled;
+}
+
+/**
+ * Measures the project's usage at once after one of its branches was copied or removed: a
+ * branch's bytes are the project's (DESIGN §8 quotas), and a copy can be as large as the project.
+ */
+async function measureBranched(deps: Deps, projectId: string): Promise<void> {
+  await measureProject(deps, projectId).catch((error: unknown) =>
+    deps.log.warn({ err: error, projectId }, "measuring a project's usage failed"),
+  );
 }
 
 /** Deletes the branch and removes its workspace (database and files). */
@@ -310,4 +323,5 @@ export async function deleteBranch({
   await dropCopy(ctx.deps, pool, branch.id).catch((error: unknown) =>
     ctx.deps.log.error({ err: error, branchId: branch.id }, "removing a deleted branch's workspace failed"),
   );
+  await measureBranched(ctx.deps, project.id);
 }

@@ -1,25 +1,61 @@
 import type { Context } from "hono";
+import type { Insertable } from "kysely";
+import type { TenantErrorsTable } from "../../db/schema.ts";
 import { insertRows } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { statusOf } from "../../http/envelope.ts";
 import { newId } from "../../lib/ids.ts";
 
-/** Rows kept per project at most (DESIGN §10); older ones go as newer ones come. */
+/** Authenticated callers' errors kept per project at most (DESIGN §10); older ones go as newer ones come. */
 export const TENANT_ERRORS_PER_PROJECT = 10_000;
-/** Errors waiting to be written at most: past it, new ones are counted and dropped. */
+/**
+ * Errors of requests without valid workspace credentials kept per project at most: anyone who
+ * knows a project's id can make them, so they have budgets of their own and can never push out
+ * or bury the errors of the project's own clients.
+ */
+export const UNAUTHENTICATED_ERRORS_PER_PROJECT = 20;
+/** Errors waiting to be written at most, per kind: past it, new ones are counted and dropped. */
 const MAX_PENDING = 10_000;
+const MAX_PENDING_UNAUTHENTICATED = 1_000;
 /** How often waiting errors are written; sooner once a batch is full. */
 const FLUSH_MS = 1_000;
 const BATCH = 500;
 const MAX_MESSAGE = 500;
 const MAX_PATH = 1_000;
 /**
- * Errors recorded per project and second at most. A project keeps only its newest 10,000, so a
- * flood faster than this would write rows only to delete them: past it, errors are counted and
- * dropped, and a flood costs the database a bounded trickle.
+ * Errors recorded per project and second at most, per kind. A project keeps only its newest rows
+ * of each kind, so a flood faster than this would write rows only to delete them: past it, errors
+ * are counted and dropped, and a flood costs the database a bounded trickle.
  */
 const PER_PROJECT_PER_SECOND = 200;
+const UNAUTHENTICATED_PER_PROJECT_PER_SECOND = UNAUTHENTICATED_ERRORS_PER_PROJECT;
+
+/** Errors per project and second, up to a limit (one kind of error's budget). */
+class PerSecondBudget {
+  /** Per project: the second being counted, and its errors so far. */
+  private readonly counts = new Map<string, { second: number; count: number }>();
+
+  constructor(private readonly limit: number) {}
+
+  /** Whether the project's second has room for one more error. */
+  admits(projectId: string): boolean {
+    const second = Math.floor(Date.now() / 1000);
+    const counted = this.counts.get(projectId);
+    if (!counted || counted.second !== second) {
+      // Forgotten each second: the map holds the projects erring now, not every one ever.
+      if (!counted && this.counts.size >= MAX_PENDING) this.counts.clear();
+      this.counts.set(projectId, { second, count: 1 });
+      return true;
+    }
+    if (counted.count >= this.limit) return false;
+    counted.count++;
+    return true;
+  }
+}
+
+/** An error waiting to be written. */
+type PendingError = Insertable<TenantErrorsTable> & { authenticated: 0 | 1 };
 
 /** What the error envelope said, set by `errorResponse` for whoever records the answer. */
 export interface AnsweredError {
@@ -31,21 +67,27 @@ export interface AnsweredError {
  * Tenant errors (DESIGN §10): every workspace API answer of status 400 or more, per project.
  *
  * Recording costs a request nothing it would notice: the error is appended to a list in memory,
- * and written in batches, one statement per batch, every second or as soon as a batch is full;
- * at most PER_PROJECT_PER_SECOND per project and second.
- * The list is bounded: an error that finds it full (a flood faster than the database takes
- * them) is counted and dropped, so memory stays flat whatever a client sends. After each batch,
- * each project it touched keeps its newest TENANT_ERRORS_PER_PROJECT rows; a daily job removes
- * rows older than 7 days. Requests for projects that do not exist record nothing.
+ * and written in batches, one statement per batch, every second or as soon as a batch is full.
+ * Errors of requests without valid workspace credentials (`authenticated` false) are a kind of
+ * their own with budgets of their own, so that a flood of them takes nothing from the others:
+ * per project and second at most PER_PROJECT_PER_SECOND of authenticated callers' errors and
+ * UNAUTHENTICATED_PER_PROJECT_PER_SECOND of the rest; the list is bounded for each kind, and an
+ * error that finds its kind's full (a flood faster than the database takes them) is counted and
+ * dropped, so memory stays flat whatever a client sends. After each batch, each project it
+ * touched keeps its newest TENANT_ERRORS_PER_PROJECT authenticated rows and
+ * UNAUTHENTICATED_ERRORS_PER_PROJECT others; a daily job removes rows older than 7 days.
+ * Requests for projects that do not exist record nothing.
  */
 export class TenantErrorRecorder {
-  private pending: Array<Record<string, unknown>> = [];
+  private pending: PendingError[] = [];
+  /** How many of `pending` are unauthenticated requests' errors. */
+  private pendingUnauthenticated = 0;
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> | undefined;
   /** Errors dropped because the list was full or their project's second was, since the start. */
   dropped = 0;
-  /** Per project: the second being counted, and its errors so far. */
-  private readonly perSecond = new Map<string, { second: number; count: number }>();
+  private readonly authenticatedBudget = new PerSecondBudget(PER_PROJECT_PER_SECOND);
+  private readonly unauthenticatedBudget = new PerSecondBudget(UNAUTHENTICATED_PER_PROJECT_PER_SECOND);
 
   constructor(private readonly deps: Deps) {
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
@@ -55,9 +97,10 @@ export class TenantErrorRecorder {
   /**
    * Records the answer of a workspace request for `projectId` if it is an error: `thrown` when
    * the request ended in an exception not yet rendered, else the response's status and what
-   * `errorResponse` said.
+   * `errorResponse` said. `authenticated`: whether the caller presented valid workspace
+   * credentials.
    */
-  noteAnswer(c: Context, projectId: string, thrown: unknown): void {
+  noteAnswer(c: Context, projectId: string, thrown: unknown, authenticated: boolean): void {
     let status: number;
     let code: string;
     let message: string;
@@ -78,7 +121,11 @@ export class TenantErrorRecorder {
       code = answered?.code ?? `HTTP_${status}`;
       message = answered?.message ?? "";
     }
-    if (this.pending.length >= MAX_PENDING || !this.admits(projectId)) {
+    const full = authenticated
+      ? this.pending.length - this.pendingUnauthenticated >= MAX_PENDING
+      : this.pendingUnauthenticated >= MAX_PENDING_UNAUTHENTICATED;
+    const budget = authenticated ? this.authenticatedBudget : this.unauthenticatedBudget;
+    if (full || !budget.admits(projectId)) {
       this.dropped++;
       return;
     }
@@ -93,23 +140,10 @@ export class TenantErrorRecorder {
       code,
       message: message.slice(0, MAX_MESSAGE),
       request_id: (c.get("requestId") as string | undefined) ?? null,
+      authenticated: authenticated ? 1 : 0,
     });
+    if (!authenticated) this.pendingUnauthenticated++;
     if (this.pending.length >= BATCH) void this.flush();
-  }
-
-  /** Whether the project's second has room for one more error. */
-  private admits(projectId: string): boolean {
-    const second = Math.floor(Date.now() / 1000);
-    const counted = this.perSecond.get(projectId);
-    if (!counted || counted.second !== second) {
-      // Forgotten each second: the map holds the projects erring now, not every one ever.
-      if (!counted && this.perSecond.size >= MAX_PENDING) this.perSecond.clear();
-      this.perSecond.set(projectId, { second, count: 1 });
-      return true;
-    }
-    if (counted.count >= PER_PROJECT_PER_SECOND) return false;
-    counted.count++;
-    return true;
   }
 
   /** Writes what is waiting; resolves once it is written (or has failed, logged). */
@@ -125,21 +159,29 @@ export class TenantErrorRecorder {
   private async write(): Promise<void> {
     const rows = this.pending;
     this.pending = [];
+    this.pendingUnauthenticated = 0;
     const { db, dialect, log } = this.deps;
     try {
       for (let i = 0; i < rows.length; i += BATCH) {
-        // biome-ignore lint/suspicious/noExplicitAny: rows built above, in the table's shape
-        await insertRows(db, dialect, "tenant_errors", rows.slice(i, i + BATCH) as any);
+        await insertRows(db, dialect, "tenant_errors", rows.slice(i, i + BATCH));
       }
-      for (const projectId of new Set(rows.map((row) => row.project_id as string))) {
+      const touched = new Map(rows.map((row) => [`${row.authenticated}:${row.project_id}`, row]));
+      for (const { project_id: projectId, authenticated } of touched.values()) {
+        const kept = authenticated ? TENANT_ERRORS_PER_PROJECT : UNAUTHENTICATED_ERRORS_PER_PROJECT;
         const oldestKept = db
           .selectFrom("tenant_errors")
           .select("id")
           .where("project_id", "=", projectId)
+          .where("authenticated", "=", authenticated)
           .orderBy("id", "desc")
           .limit(1)
-          .offset(TENANT_ERRORS_PER_PROJECT - 1);
-        await db.deleteFrom("tenant_errors").where("project_id", "=", projectId).where("id", "<", oldestKept).execute();
+          .offset(kept - 1);
+        await db
+          .deleteFrom("tenant_errors")
+          .where("project_id", "=", projectId)
+          .where("authenticated", "=", authenticated)
+          .where("id", "<", oldestKept)
+          .execute();
       }
     } catch (error) {
       // Lost, not retried: they are diagnostics, and a database that refuses them has worse news.

@@ -13,7 +13,8 @@ const listRoute = createRoute({
   summary: "The project's workspace API errors (status 400 and above), newest first",
   description:
     "Every workspace API answer of status 400 or more, recorded within about a second, kept 7 days and at most 10,000 per project. " +
-    "Filter by `status` (`4xx`, `5xx` or one code) and `since`.",
+    "Errors of requests without valid workspace credentials are flagged `authenticated: false` and kept apart, the newest 20 per project. " +
+    "Filter by `status` (`4xx`, `5xx` or one code), `since` and `authenticated`.",
   security: sessionOrKey,
   request: { params: ProjectParams, query: TenantErrorQuery },
   responses: { 200: jsonContent(TenantErrorList, "Errors"), ...authedErrors },

@@ -11,6 +11,10 @@ export const TenantErrorQuery = z.object({
     .string()
     .optional()
     .openapi({ description: "Only errors at or after this instant: ISO-8601 or Unix milliseconds" }),
+  authenticated: z
+    .enum(["true", "false"])
+    .optional()
+    .openapi({ description: "Only errors of requests with (`true`) or without (`false`) valid workspace credentials" }),
 });
 
 export const TenantErrorSchema = z
@@ -23,6 +27,10 @@ export const TenantErrorSchema = z
     code: z.string().openapi({ description: "The error envelope's code (`NOT_FOUND`, `VALIDATION`, …)" }),
     message: z.string(),
     requestId: z.string().nullable().openapi({ description: "The request's `X-Request-Id`" }),
+    authenticated: z.boolean().openapi({
+      description:
+        "Whether the request carried valid workspace credentials; the newest 20 errors without them are kept per project, apart from the others",
+    }),
   })
   .openapi("TenantError");
 

@@ -29,7 +29,7 @@ export async function listTenantErrors({
 }: {
   ctx: OrgCtx;
   projectSlug: string;
-  query: { limit?: number; offset?: number; status?: string; since?: string };
+  query: { limit?: number; offset?: number; status?: string; since?: string; authenticated?: "true" | "false" };
 }) {
   authorize(ctx, "projects:read");
   const range = query.status === undefined ? undefined : statusRange(query.status);
@@ -50,6 +50,7 @@ export async function listTenantErrors({
     .offset(query.offset ?? 0);
   if (range) select = select.where("status", ">=", range[0]).where("status", "<=", range[1]);
   if (since) select = select.where("at", ">=", since);
+  if (query.authenticated) select = select.where("authenticated", "=", query.authenticated === "true" ? 1 : 0);
   const rows = await select.execute();
   return {
     errors: rows.map((row) => ({
@@ -61,6 +62,7 @@ export async function listTenantErrors({
       code: row.code,
       message: row.message,
       requestId: row.request_id,
+      authenticated: Number(row.authenticated) === 1,
     })),
   };
 }

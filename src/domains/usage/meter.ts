@@ -2,6 +2,7 @@ import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { sql } from "kysely";
 import type { Deps } from "../../deps.ts";
+import { isIdOf } from "../../lib/ids.ts";
 import { workspaceFile, workspaceFilesDir, workspaceSchema } from "../projects/workspace-db.ts";
 import { forgetOrgUsage } from "./quotas.ts";
 
@@ -26,7 +27,7 @@ interface Counted {
  * Workspace API requests per project and day, counted in memory (a request pays a map update)
  * and added to `usage_daily` every FLUSH_MS and at shutdown, one statement per project and day.
  * Counts a failed write could not add are kept for the next one: none is lost while the process
- * lives. Also measures a project's r2 soon after its files change.
+ * lives. Also measures a project's r2 soon after its files (or a branch's) change.
  */
 export class UsageMeter {
   private counts = new Map<string, Counted>();
@@ -48,17 +49,17 @@ export class UsageMeter {
     else this.counts.set(key, { date, projectId, orgId, requests: 1 });
   }
 
-  /** The project's files changed (an upload, a delete): its r2 is measured again shortly. */
-  filesChangedIn(projectId: string): void {
-    if (this.filesChanged.has(projectId)) return;
+  /** A workspace's files changed (an upload, a delete): its project's r2 is measured again shortly. */
+  filesChangedIn(workspaceId: string): void {
+    if (this.filesChanged.has(workspaceId)) return;
     const timer = setTimeout(() => {
-      this.filesChanged.delete(projectId);
-      void measureProject(this.deps, projectId).catch((error: unknown) =>
-        this.deps.log.warn({ err: error, projectId }, "measuring a project's usage failed"),
+      this.filesChanged.delete(workspaceId);
+      void measureProject(this.deps, workspaceId).catch((error: unknown) =>
+        this.deps.log.warn({ err: error, workspaceId }, "measuring a project's usage failed"),
       );
     }, FILES_SETTLE_MS);
     timer.unref();
-    this.filesChanged.set(projectId, timer);
+    this.filesChanged.set(workspaceId, timer);
   }
 
   /** Adds what was counted to `usage_daily`; resolves once written (or kept for the next try). */
@@ -125,40 +126,74 @@ export class UsageMeter {
   }
 }
 
-/** Bytes of the files in `dir` (0 when there is none). */
-async function directoryBytes(dir: string): Promise<number> {
+/**
+ * Bytes of the files in `dir` (0 when there is none). A file linked into several workspaces (a
+ * branch's copy of its project's files shares their bytes) counts once over one `seen`.
+ */
+async function directoryBytes(dir: string, seen: Set<string>): Promise<number> {
   let bytes = 0;
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     const info = await stat(path.join(dir, name)).catch(() => undefined);
-    if (info?.isFile()) bytes += info.size;
+    if (!info?.isFile()) continue;
+    if (info.nlink > 1) {
+      const inode = `${info.dev}:${info.ino}`;
+      if (seen.has(inode)) continue;
+      seen.add(inode);
+    }
+    bytes += info.size;
   }
   return bytes;
 }
 
-/** The project's d1 (workspace database bytes) and r2 (stored file bytes) now. */
-export async function measureBytes(deps: Deps, projectId: string): Promise<{ d1: number; r2: number }> {
+/** The d1 (database bytes) and r2 (stored file bytes) of the workspaces `workspaceIds` together, now. */
+export async function measureBytes(deps: Deps, workspaceIds: readonly string[]): Promise<{ d1: number; r2: number }> {
   let d1 = 0;
   if (deps.dialect === "sqlite") {
-    const file = workspaceFile(deps, projectId);
-    for (const suffix of ["", "-wal"]) d1 += (await stat(`${file}${suffix}`).catch(() => undefined))?.size ?? 0;
+    for (const id of workspaceIds) {
+      const file = workspaceFile(deps, id);
+      for (const suffix of ["", "-wal"]) d1 += (await stat(`${file}${suffix}`).catch(() => undefined))?.size ?? 0;
+    }
   } else {
+    const schemas = workspaceIds.map((id) => workspaceSchema(id));
     const { rows } = await sql<{ bytes: string | number | null }>`
       select coalesce(sum(pg_total_relation_size(c.oid)), 0) as bytes from pg_class c
-      where c.relnamespace = to_regnamespace(${workspaceSchema(projectId)}) and c.relkind = 'r'`.execute(deps.db);
+      where c.relnamespace in (select to_regnamespace(s) from unnest(${schemas}::text[]) as s)
+        and c.relkind = 'r'`.execute(deps.db);
     d1 = Number(rows[0]?.bytes ?? 0);
   }
-  return { d1, r2: await directoryBytes(workspaceFilesDir(deps, projectId)) };
+  const seen = new Set<string>();
+  let r2 = 0;
+  for (const id of workspaceIds) r2 += await directoryBytes(workspaceFilesDir(deps, id), seen);
+  return { d1, r2 };
 }
 
-/** Measures the project and records it as today's d1 and r2. */
-export async function measureProject(deps: Deps, projectId: string): Promise<void> {
-  const project = await deps.db
+/** The project whose usage a workspace's bytes count toward: itself, or a branch's project (DESIGN §9). */
+function meteredProjectOf(deps: Deps, workspaceId: string) {
+  if (isIdOf("brn", workspaceId)) {
+    return deps.db
+      .selectFrom("branches")
+      .innerJoin("projects", "projects.id", "branches.project_id")
+      .select(["projects.id", "projects.org_id", "projects.slug"])
+      .where("branches.id", "=", workspaceId)
+      .executeTakeFirst();
+  }
+  return deps.db
     .selectFrom("projects")
     .select(["id", "org_id", "slug"])
-    .where("id", "=", projectId)
+    .where("id", "=", workspaceId)
     .executeTakeFirst();
+}
+
+/**
+ * Measures a project's workspace with its branches' (each a workspace of its own, whose data the
+ * project's usage and quotas must count) and records it as the project's d1 and r2 of the day.
+ * `workspaceId` may be a branch's: its project is measured.
+ */
+export async function measureProject(deps: Deps, workspaceId: string): Promise<void> {
+  const project = await meteredProjectOf(deps, workspaceId);
   if (!project) return;
-  const { d1, r2 } = await measureBytes(deps, projectId);
+  const branches = await deps.db.selectFrom("branches").select("id").where("project_id", "=", project.id).execute();
+  const { d1, r2 } = await measureBytes(deps, [project.id, ...branches.map((branch) => branch.id)]);
   const now = deps.clock.now();
   await deps.db
     .insertInto("usage_daily")
@@ -183,7 +218,7 @@ export async function measureProject(deps: Deps, projectId: string): Promise<voi
 
 const PAGE = 500;
 
-/** The hourly `usage.measure` job: every active or paused project's d1 and r2. */
+/** The hourly `usage.measure` job: every active or paused project's d1 and r2, its branches' included. */
 export async function measureUsage(deps: Deps): Promise<void> {
   let after = "";
   for (;;) {
@@ -207,10 +242,13 @@ export async function measureUsage(deps: Deps): Promise<void> {
 }
 
 /**
- * Adds an upload's bytes to the project's r2 of the day at once, so that the next upload's quota
- * check counts them before the measurement that follows (which then sets the exact figure).
+ * Adds an upload's bytes to the project's r2 of the day at once (a branch's to its project's), so
+ * that the next upload's quota check counts them before the measurement that follows (which then
+ * sets the exact figure).
  */
-export async function recordUploadedBytes(deps: Deps, projectId: string, bytes: number): Promise<void> {
+export async function recordUploadedBytes(deps: Deps, workspaceId: string, bytes: number): Promise<void> {
+  const projectId = isIdOf("brn", workspaceId) ? (await meteredProjectOf(deps, workspaceId))?.id : workspaceId;
+  if (projectId === undefined) return;
   const today = dayOf(deps.clock.now());
   const updated = await deps.db
     .updateTable("usage_daily")

@@ -9,7 +9,7 @@ import type { ApiKeyPrincipal } from "../../http/principal.ts";
 import type { RateLimiter } from "../../http/rate-limit.ts";
 import type { SignInFailures } from "../../http/sign-in-failures.ts";
 import { isIdOf } from "../../lib/ids.ts";
-import { sha256Hex } from "../../lib/tokens.ts";
+import { sameHash, sha256Hex } from "../../lib/tokens.ts";
 import { authenticateApiKey } from "../api-keys/service.ts";
 import type { AuditActor } from "../audit/service.ts";
 import { textIssue } from "../fields.ts";
@@ -196,7 +196,7 @@ async function resolveCaller<E extends AppEnv>(
     const token = BEARER.exec(authorization)?.[1];
     if (!token) throw new UnauthorizedError("the Authorization header must be 'Bearer <token>'");
     if (token.startsWith("wsa_")) {
-      if (sha256Hex(token) !== project.admin_token_hash) throw new UnauthorizedError("invalid admin token");
+      if (!sameHash(sha256Hex(token), project.admin_token_hash)) throw new UnauthorizedError("invalid admin token");
       return { kind: "admin", via: "admin_token", id: project.id, readOnly: false };
     }
     if (token.startsWith("pak_")) return keyCaller(await authenticateApiKey(deps, token, c.get("clientIp")), project);

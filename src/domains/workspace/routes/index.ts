@@ -127,8 +127,9 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
         projectId = id;
       });
     } catch (error) {
-      // A project's own refusals (bad credentials) are its tenant errors; none for a made-up id.
-      if (projectId !== undefined) runtime.errors.noteAnswer(c, projectId, error);
+      // A project's own refusals (bad credentials) are its tenant errors, kept apart as
+      // unauthenticated ones; none for a made-up id.
+      if (projectId !== undefined) runtime.errors.noteAnswer(c, projectId, error, false);
       // Refused before anyone was recognised (bad credentials, no such project): the address's
       // budget pays, so made-up tokens cannot each open a budget of their own.
       if (!credentials) await limitRate(c, runtime.limiter, `ip:${address}`, rateLimitPerMinute);
@@ -168,7 +169,7 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
       throw error;
     } finally {
       visit.lease?.release();
-      runtime.errors.noteAnswer(c, visit.project.id, thrown);
+      runtime.errors.noteAnswer(c, visit.project.id, thrown, visit.caller.kind !== "anonymous");
     }
   });
   return app
