@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { forgetIntegrationCredentials } from "../src/db/migrations/0007-forget-integration-credentials.ts";
+import { integrationConfig } from "../src/domains/integrations/sealed-config.ts";
 import {
   addMember,
   type CallResult,
@@ -329,10 +330,13 @@ describe("integrations", () => {
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     const row = await app.server.deps.db
       .selectFrom("integrations")
-      .select("config")
+      .select(["id", "config"])
       .where("id", "=", id)
       .executeTakeFirstOrThrow();
-    expect(JSON.parse(row.config)).toMatchObject({
+    // Sealed at rest (issue 31 #13); opened, it holds every secret.
+    expect(row.config).toMatch(/^enc:v1:/);
+    expect(row.config).not.toContain("hunter2hunter2");
+    expect(integrationConfig(app.server.deps, row)).toMatchObject({
       appKey: "dd-app-key-5678",
       password: "hunter2hunter2",
       channel: "#ops",
@@ -440,14 +444,13 @@ describe("integrations", () => {
       { path: "config.token", message: expect.stringContaining("config.apiUrl") },
     ]);
     const stored = async () =>
-      JSON.parse(
-        (
-          await app.server.deps.db
-            .selectFrom("integrations")
-            .select("config")
-            .where("id", "=", id)
-            .executeTakeFirstOrThrow()
-        ).config,
+      integrationConfig(
+        app.server.deps,
+        await app.server.deps.db
+          .selectFrom("integrations")
+          .select(["id", "config"])
+          .where("id", "=", id)
+          .executeTakeFirstOrThrow(),
       );
     expect(await stored()).toMatchObject({ token: "ghp-kept-secret-0001", apiUrl: "https://github.example.com/api" });
     // Dropping apiUrl (back to the provider's own) is a new address too.

@@ -127,13 +127,22 @@ function assertSamlResponseSize(samlResponse: string): void {
   if (samlResponse.length > Math.ceil((MAX_SAML_RESPONSE_BYTES * 4) / 3) + 4) {
     throw new PayloadTooLargeError(`the SAMLResponse is over ${MAX_SAML_RESPONSE_BYTES} bytes`);
   }
-  const xml = Buffer.from(samlResponse, "base64").toString("latin1");
-  const elements = xml.match(/<[A-Za-z_]/g)?.length ?? 0;
-  if (elements > MAX_SAML_ELEMENTS) {
-    throw new PayloadTooLargeError(
-      `the SAMLResponse holds ${elements} elements; at most ${MAX_SAML_ELEMENTS} are taken`,
-    );
+  const xml = Buffer.from(samlResponse, "base64");
+  let elements = 0;
+  for (let at = xml.indexOf(LT); at !== -1; at = xml.indexOf(LT, at + 1)) {
+    if (startsName(xml[at + 1]) && ++elements > MAX_SAML_ELEMENTS) {
+      throw new PayloadTooLargeError(`the SAMLResponse holds more than ${MAX_SAML_ELEMENTS} elements`);
+    }
   }
+}
+
+const LT = 0x3c;
+
+/** Whether a byte after `<` starts an element's name (not `/`, `!` or `?`: an end tag, a comment, a declaration). */
+function startsName(byte: number | undefined): boolean {
+  if (byte === undefined) return false;
+  const letter = byte | 0x20;
+  return (letter >= 0x61 && letter <= 0x7a) || byte === 0x5f || byte === 0x3a || byte >= 0x80;
 }
 
 /**
