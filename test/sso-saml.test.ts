@@ -357,7 +357,10 @@ describe("SAML single sign-on", () => {
     for (const answer of answers) {
       const body = await readJson(answer);
       expect(answer.status, JSON.stringify(body)).toBe(413);
-      expect(body.error).toMatchObject({ code: "PAYLOAD_TOO_LARGE", message: expect.stringMatching(/more than 1000 elements/) });
+      expect(body.error).toMatchObject({
+        code: "PAYLOAD_TOO_LARGE",
+        message: expect.stringMatching(/more than 1000 elements/),
+      });
       expect(answer.headers.get("set-cookie")).toBeNull();
     }
     // Too many bytes, however few elements.
