@@ -130,6 +130,32 @@ describe("error envelope", () => {
     for (const detail of res.body.error.details) expect(detail.message).toEqual(expect.any(String));
   });
 
+  it("refuses a field the operation does not know, naming it, and changes nothing (strict bodies)", async () => {
+    const before = (await call(app, "GET", "/orgs", { cookie: owner.cookie })).body.orgs.length;
+    const res = await call(app, "POST", "/org", { cookie: owner.cookie, body: { name: "Strict Org", bogus: 1 } });
+    expectError(res, 422, "VALIDATION");
+    expect(res.body.error.details).toEqual([{ path: "bogus", message: "is not a field of this request" }]);
+    expect((await call(app, "GET", "/orgs", { cookie: owner.cookie })).body.orgs).toHaveLength(before);
+    // Several at once, each named.
+    const many = await call(app, "POST", `/org/${slug}/api-keys`, {
+      cookie: owner.cookie,
+      body: { name: "k", scope: "full", expires: 3, Scope: "full" },
+    });
+    expectError(many, 422, "VALIDATION");
+    expect(many.body.error.details.map((d: { path: string }) => d.path).sort()).toEqual(["Scope", "expires"]);
+    // Free-form values (an integration's config) keep any key.
+    const integration = await call(app, "POST", `/org/${slug}/integrations`, {
+      cookie: owner.cookie,
+      body: { kind: "slack", config: { anything: "goes", nested: { too: true } } },
+    });
+    expect(integration.status, JSON.stringify(integration.body)).toBe(201);
+    // better-auth's sign-in takes what its clients send besides, as better-auth does.
+    const signIn = await call(app, "POST", "/auth/sign-in/email", {
+      body: { email: owner.email, password: "correct-horse-battery", name: "ignored", callbackURL: "/" },
+    });
+    expect(signIn.status, JSON.stringify(signIn.body)).toBe(200);
+  });
+
   // PostgreSQL's text cannot hold U+0000: both databases refuse it up front, naming the field,
   // rather than one storing it and the other failing with a 500.
   it("answers text with a NUL character in a body, query or path parameter with 422 naming it", async () => {

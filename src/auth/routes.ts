@@ -25,21 +25,23 @@ const AuthUserSchema = z
   })
   .openapi("AuthUser");
 
+// Sign-up and sign-in are better-auth's, whose clients send more (`callbackURL`, or sign-up's
+// fields again to sign in): unlike the rest of the API, other fields are taken and ignored.
 const SignUpInput = z
-  .object({
+  .looseObject({
     email: z.email().max(254),
     password: z.string().min(8).max(128),
     name: z.string().max(120).default(""),
   })
-  .openapi("SignUpInput");
+  .openapi("SignUpInput", { description: "Other fields are ignored" });
 
 const SignInInput = z
-  .object({
+  .looseObject({
     email: z.email().max(254),
     password: z.string().min(1).max(128),
     rememberMe: z.boolean().optional(),
   })
-  .openapi("SignInInput");
+  .openapi("SignInInput", { description: "Other fields are ignored" });
 
 const SignedInResponse = z.object({
   token: z.string().nullable(),
@@ -168,11 +170,12 @@ const CONSOLE = "console";
 export function authRoutes(deps: Deps, auth: Auth, sessions: ConsoleSessions, signInFailures: SignInFailures) {
   return createRouter()
     .openapi(signUpRoute, (c) => {
-      const input = c.req.valid("json");
-      return forward(c, auth, input, () => emailTaken(deps, input.email)) as never;
+      const { email, password, name } = c.req.valid("json");
+      return forward(c, auth, { email, password, name }, () => emailTaken(deps, email)) as never;
     })
     .openapi(signInRoute, async (c) => {
-      const input = c.req.valid("json");
+      const { email, password, rememberMe } = c.req.valid("json");
+      const input = { email, password, ...(rememberMe === undefined ? {} : { rememberMe }) };
       // An e-mail of a domain an org has proven for its single sign-on signs in there (owners excepted: the break-glass).
       const sso = await passwordSignInRefused(deps, input.email);
       if (sso) {

@@ -45,6 +45,34 @@ function inputIssues(value: unknown, path: readonly string[], target: string, is
   }
 }
 
+/**
+ * Fields of a JSON body its schema does not know, at any depth: what the schema's parse dropped.
+ * A body is strict, so that a misspelt or unsupported field is refused by name rather than
+ * ignored (`{"kind":"auto"}` once passed as if it meant something); free-form data (a record, an
+ * item's data) keeps every key through the parse and is never refused here.
+ */
+function unknownFields(sent: unknown, parsed: unknown, path: readonly string[], issues: FieldIssue[]): void {
+  // Deeper than that, `inputIssues` refuses the body already.
+  if (path.length >= MAX_JSON_DEPTH) return;
+  if (Array.isArray(sent) && Array.isArray(parsed)) {
+    for (const [i, item] of sent.entries()) unknownFields(item, parsed[i], [...path, String(i)], issues);
+    return;
+  }
+  if (!isPlainObject(sent) || !isPlainObject(parsed)) return;
+  for (const [key, value] of Object.entries(sent)) {
+    const at = [...path, key].join(".");
+    if (Object.hasOwn(parsed, key)) unknownFields(value, parsed[key], [...path, key], issues);
+    // A field already refused for what it holds is named once.
+    else if (!issues.some((issue) => issue.path === at || issue.path.startsWith(`${at}.`))) {
+      issues.push({ path: at, message: "is not a field of this request" });
+    }
+  }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 const PERCENT_MESSAGE = "must be percent-encoded UTF-8: it holds escapes that decode to no text";
 /** A `%` that starts no escape is taken as itself, as the parser (and WHATWG URL) take it. */
 const STRAY_PERCENT = /%(?![0-9A-Fa-f]{2})/g;
@@ -105,6 +133,7 @@ export function createRouter<E extends AppEnv = AppEnv>() {
             : result.data;
       const issues: FieldIssue[] = result.target === "query" ? badlyEncoded(c.req.url) : [];
       inputIssues(sent, [], result.target, issues);
+      if (result.target === "json") unknownFields(sent, result.data, [], issues);
       if (issues.length > 0) throw new ValidationError(issues);
     },
   });
