@@ -766,7 +766,7 @@ describe("org webhookUrl", () => {
     expect(set.status, JSON.stringify(set.body)).toBe(200);
     expect(set.body.org.webhookUrl).toBe(receiver.url);
     const secret: string = set.body.webhookSecret;
-    expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{16,}$/);
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
 
     const read = await call(app, "GET", `/org/${org.slug}/overview`, { cookie: org.owner.cookie });
     expect(read.status).toBe(200);

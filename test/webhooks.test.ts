@@ -97,7 +97,8 @@ describe("webhook CRUD", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(["secret", "webhook"]);
     const { webhook, secret } = res.body;
-    expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{16,}$/);
+    // Standard Webhooks' form: 32 random bytes in standard base64 (DESIGN §14).
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expectWebhook(webhook);
     expect(webhook).toMatchObject({
       url: receiver.url,

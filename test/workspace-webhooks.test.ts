@@ -601,7 +601,15 @@ describe("workspace webhooks", () => {
       expect(JSON.parse(request!.body)).toMatchObject({ event: "webhook.test", data: { webhookId: hook.id } });
     });
 
-    const RESERVED = ["Content-Type", "content-type", "X-Service-Signature", "x-service-anything"];
+    const RESERVED = [
+      "Content-Type",
+      "content-type",
+      "X-Service-Signature",
+      "x-service-anything",
+      "webhook-id",
+      "Webhook-Timestamp",
+      "WEBHOOK-SIGNATURE",
+    ];
 
     it.each(RESERVED)(
       "refuses the reserved header %s at create and at PATCH (422 naming headers.<name>)",
@@ -735,6 +743,7 @@ describe("workspace webhooks", () => {
       expect(request!.headers["x-service-timestamp"]).toBeUndefined();
       expect(request!.headers["x-service-signature"]).toBeUndefined();
       expect(request!.headers["x-service-signature-v2"]).toBeUndefined();
+      expect(request!.headers["webhook-signature"]).toBeUndefined();
     });
   });
 
@@ -1088,6 +1097,9 @@ describe("workspace webhooks", () => {
         "x-service-signature-v2",
         "x-service-delivery",
         "x-service-event",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
         "content-type",
         "x-tenant",
       ]) {

@@ -7,12 +7,12 @@ import type { AccountPrincipal } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { toJsonColumn } from "../../lib/json.ts";
 import { firstFreeSlug, slugify } from "../../lib/slug.ts";
-import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { withFreshSlug } from "../fresh-slug.ts";
 import { countProjects, deleteOrgProjects, projectSummaries } from "../projects/service.ts";
 import { assertDeliverableUrl } from "../webhooks/service.ts";
+import { newSigningSecret } from "../webhooks/signing.ts";
 import { authorize, inOrgTransaction, type Role } from "./access.ts";
 import { DEFAULT_REGION_BY_RESIDENCY, ORG_COLUMNS, type Org, toOrg } from "./records.ts";
 import type { CreateOrgInput, UpdateOrgInput } from "./schemas.ts";
@@ -155,7 +155,7 @@ export async function updateOrg({
   // A new webhook URL gets a new signing secret, returned once in this response.
   let webhookSecret: string | undefined;
   if (input.webhookUrl !== undefined && input.webhookUrl !== org.webhook_url) {
-    webhookSecret = input.webhookUrl === null ? undefined : randomToken("whsec_", 24);
+    webhookSecret = input.webhookUrl === null ? undefined : newSigningSecret();
     changes.webhook_url = input.webhookUrl;
     changes.webhook_secret = webhookSecret ?? null;
     changed.webhookUrl = input.webhookUrl;

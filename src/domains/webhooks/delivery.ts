@@ -122,14 +122,14 @@ async function send(
 ): Promise<Sent> {
   const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
   // Reserved headers come last, and custom ones that name them are dropped, so a webhook's custom
-  // headers can never replace Content-Type or an X-Service-* header.
+  // headers can never replace Content-Type, an X-Service-* or a webhook-* signing header.
   // A replay goes where the request it repeats went: its headers, custom ones included, were
   // meant for that address, not for one the webhook was moved to since.
   const url = request.replay?.url ?? target.url;
   const headers = request.replay?.headers ?? {
     ...target.extraHeaders,
     ...withoutNamesOf(fromJsonColumn<Record<string, string>>(delivery.headers, {}), target.extraHeaders),
-    ...(target.secret ? signatureHeaders(target.secret, delivery.body, timestamp) : {}),
+    ...(target.secret ? signatureHeaders(target.secret, delivery.id, delivery.body, timestamp) : {}),
   };
   const response: OutboundResponse = target.refusal
     ? { statusCode: null, body: null, latencyMs: 0, error: target.refusal }

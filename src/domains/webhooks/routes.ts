@@ -35,7 +35,10 @@ const routes = {
     request: { params: SlugParams, body: jsonBody(WebhookInput) },
     responses: {
       201: jsonContent(
-        z.object({ webhook: WebhookSchema, secret: z.string().openapi({ description: "`whsec_…`, shown once" }) }),
+        z.object({
+          webhook: WebhookSchema,
+          secret: z.string().openapi({ description: "`whsec_` + standard base64 of 32 random bytes, shown once" }),
+        }),
         "The webhook and its secret",
       ),
       ...authedErrors,

@@ -99,6 +99,18 @@ export const DeliveryHeaders = z.object({
     .string()
     .optional()
     .openapi({ description: "Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one)" }),
+  "webhook-id": z
+    .string()
+    .optional()
+    .openapi({ description: "Standard Webhooks: = X-Service-Delivery (with a secret)" }),
+  "webhook-timestamp": z
+    .string()
+    .optional()
+    .openapi({ description: "Standard Webhooks: = X-Service-Timestamp (with a secret)" }),
+  "webhook-signature": z.string().optional().openapi({
+    description:
+      "Standard Webhooks: `v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{raw body}>`; the key is the bytes after `whsec_` when they are standard base64, else the secret's UTF-8 bytes",
+  }),
 });
 
 /** What a receiver's answer means, for every delivery. */

@@ -7,7 +7,6 @@ import { actorOf } from "../../http/principal.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
 import { checkOutboundUrl } from "../../lib/ssrf.ts";
-import { randomToken } from "../../lib/tokens.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { Ctx, OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction, resolveOrgAccess } from "../orgs/access.ts";
@@ -15,6 +14,7 @@ import { ownedRecords } from "../owned-records.ts";
 import { listDeliveries } from "./deliveries.ts";
 import { sendTestDelivery } from "./delivery.ts";
 import type { DeliveriesQuery, UpdateWebhookInput, WebhookInput, WebhookSchema } from "./schemas.ts";
+import { newSigningSecret } from "./signing.ts";
 
 type Webhook = z.infer<typeof WebhookSchema>;
 type WebhookRow = Selectable<WebhooksTable>;
@@ -39,10 +39,6 @@ export async function assertDeliverableUrl(deps: Deps, url: string, path: string
   if (problem) throw new ValidationError([{ path, message: problem }]);
 }
 
-function newWebhookSecret(): string {
-  return randomToken("whsec_", 24);
-}
-
 const webhooks = ownedRecords("webhooks", "webhook");
 /** An org's own webhooks (a workspace's have a project). */
 const ownedBy = (ctx: OrgCtx) => ({ org_id: ctx.org.id, project_id: null });
@@ -53,7 +49,7 @@ export async function createWebhook({ ctx, input }: { ctx: OrgCtx; input: z.infe
   await assertDeliverableUrl(ctx.deps, input.url, "url");
   const now = ctx.deps.clock.now();
   const at = now.toISOString();
-  const secret = newWebhookSecret();
+  const secret = newSigningSecret();
   const row: WebhookRow = {
     id: newId("whk", now),
     org_id: ctx.org.id,

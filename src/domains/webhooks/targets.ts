@@ -118,10 +118,16 @@ export async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promis
   return targets;
 }
 
-/** `Content-Type` and every `X-Service-*` header belong to Plinth (SPEC, workspace webhooks rule 9). */
+/** Standard Webhooks' headers (DESIGN §14): a custom one in another case would go out beside Plinth's. */
+const STANDARD_WEBHOOKS_HEADERS = new Set(["webhook-id", "webhook-timestamp", "webhook-signature"]);
+
+/**
+ * `Content-Type`, every `X-Service-*` header (SPEC, workspace webhooks rule 9) and the Standard
+ * Webhooks headers belong to Plinth.
+ */
 export function isReservedHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return lower === "content-type" || lower.startsWith("x-service-");
+  return lower === "content-type" || lower.startsWith("x-service-") || STANDARD_WEBHOOKS_HEADERS.has(lower);
 }
 
 function withoutReservedHeaders(headers: Record<string, string>): Record<string, string> {

@@ -85,9 +85,10 @@ export const MAX_CUSTOM_HEADER_BYTES = 8 * 1024;
 
 /**
  * Custom headers must be sendable as given: valid names and values, none that the HTTP client
- * owns, none that Plinth sets (`Content-Type`, `X-Service-*`, SPEC rule 9), no name twice in two
- * cases, and few and small enough that a receiver takes them (Node refuses a request whose headers
- * pass 16 KiB with 431). Anything else would be stored and then fail every attempt.
+ * owns, none that Plinth sets (`Content-Type`, `X-Service-*`, SPEC rule 9; Standard Webhooks'
+ * `webhook-id`, `-timestamp`, `-signature`), no name twice in two cases, and few and small enough
+ * that a receiver takes them (Node refuses a request whose headers pass 16 KiB with 431). Anything
+ * else would be stored and then fail every attempt.
  */
 function assertHeadersAllowed(headers: Record<string, string> | null | undefined): void {
   const issues: Array<{ path: string; message: string }> = [];
@@ -105,7 +106,7 @@ function assertHeadersAllowed(headers: Record<string, string> | null | undefined
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) issues.push({ path, message: "not a valid header name" });
     else if (isReservedHeader(name))
-      issues.push({ path, message: "Content-Type and X-Service-* headers are reserved" });
+      issues.push({ path, message: "Content-Type, X-Service-* and webhook-id/-timestamp/-signature are reserved" });
     else if (CLIENT_HEADERS.has(lower))
       issues.push({ path, message: "set by the HTTP client from the request itself" });
     else if (seen.has(lower)) issues.push({ path, message: `the same header as '${seen.get(lower)}'` });
