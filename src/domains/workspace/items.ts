@@ -87,8 +87,11 @@ interface ItemRow {
   updated_at: string;
 }
 
+/** An item as the API answers it: its data plus `id`, `createdAt` and `updatedAt`. */
+export type Item = { id: string; createdAt: string; updatedAt: string } & Record<string, unknown>;
+
 /** An item is its data plus `id`, `createdAt` and `updatedAt`, which the data cannot override. */
-function toItem(row: ItemRow): Record<string, unknown> {
+function toItem(row: ItemRow): Item {
   return {
     ...(JSON.parse(row.data) as Record<string, unknown>),
     id: row.id,

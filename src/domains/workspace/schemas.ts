@@ -22,7 +22,8 @@ export const CollectionInput = z
   })
   .openapi("WorkspaceCollectionInput");
 export const ItemSchema = z
-  .record(z.string(), z.unknown())
+  .object({ id: z.string(), createdAt: z.string(), updatedAt: z.string() })
+  .catchall(z.unknown())
   .openapi("WorkspaceItem", { description: "The item's data plus id, createdAt and updatedAt" });
 export const ItemInput = jsonObject().openapi("WorkspaceItemInput");
 export const Page = z.object(pageQuery(50, 500));
