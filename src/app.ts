@@ -43,7 +43,7 @@ import { declaredSecurity, isPublic, type Security } from "./http/operations.ts"
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
 import { requestContext } from "./http/request-context.ts";
-import { createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
+import { anyone, createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 import type { SignInFailures } from "./http/sign-in-failures.ts";
 import { mcpRoutes } from "./mcp/routes.ts";
@@ -63,6 +63,7 @@ const healthRoute = createRoute({
   tags: ["Service"],
   summary: "Liveness and database reachability",
   description: "503 when the database cannot be reached, or while the process shuts down (`SHUTDOWN_DELAY_MS`).",
+  security: anyone,
   responses: {
     200: jsonContent(z.object({ status: z.literal("ok"), database: z.literal("ok") }), "Healthy"),
     ...errorResponses(429, 503),
@@ -74,6 +75,7 @@ const openApiRoute = createRoute({
   path: "/openapi.json",
   tags: ["Service"],
   summary: "This OpenAPI 3.1 document",
+  security: anyone,
   responses: { 200: jsonContent(z.record(z.string(), z.unknown()), "The OpenAPI document"), ...errorResponses(429) },
 });
 
@@ -82,6 +84,7 @@ const workspaceOpenApiRoute = createRoute({
   path: "/workspace/openapi.json",
   tags: ["Service"],
   summary: "The OpenAPI 3.1 document of the workspace API ({workspaceUrl}/api)",
+  security: anyone,
   responses: {
     200: jsonContent(z.record(z.string(), z.unknown()), "The workspace OpenAPI document"),
     ...errorResponses(429),
@@ -234,6 +237,7 @@ export function createApp({
             title: "Plinth API",
             version: API_VERSION,
             description: "Control plane of a self-hostable backend-as-a-service platform.",
+            license: { name: "MIT", url: "https://spdx.org/licenses/MIT.html" },
           },
           servers: [{ url: "/api" }],
         }),

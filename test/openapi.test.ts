@@ -2,8 +2,10 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { runInNewContext } from "node:vm";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { lintOpenApi } from "../scripts/redocly.ts";
 import { ERROR_CODES } from "../src/errors.ts";
 import { call, startApp, type TestApp } from "./harness.ts";
 
@@ -68,7 +70,9 @@ describe("GET /api/openapi.json", () => {
         if (path !== "/health") {
           expect(statuses, `${method} ${path} documents 429`).toContain("429");
         }
-        const anonymousAllowed = (operation.security ?? [{}]).some((r: object) => Object.keys(r).length === 0);
+        // `security: []` (none needed), or an empty requirement among others, lets anonymous callers in.
+        const security: object[] = operation.security ?? [];
+        const anonymousAllowed = security.length === 0 || security.some((r) => Object.keys(r).length === 0);
         if (!anonymousAllowed) {
           expect(statuses, `${method} ${path} documents 401`).toContain("401");
         }
@@ -155,6 +159,69 @@ describe("GET /api/workspace/openapi.json", () => {
   });
 });
 
+describe("Redocly's recommended rules (redocly.yaml)", () => {
+  it("find nothing in either document, but the redirects of single sign-on that .redocly.lint-ignore.yaml keeps", async () => {
+    const workspace = (await call(app, "GET", "/workspace/openapi.json")).body;
+    const reports = await lintOpenApi({ control: doc, workspace });
+    expect(reports.control?.problems).toEqual([]);
+    expect(reports.workspace?.problems).toEqual([]);
+    // The ignored findings are the operations that answer no 2XX, each a redirect, and nothing else.
+    const redirectsOnly = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) =>
+      Object.entries(item)
+        .filter(([, operation]) => !Object.keys(operation.responses).some((status) => status.startsWith("2")))
+        .map(([method, operation]) => [`${method} ${path}`, Object.keys(operation.responses).includes("302")]),
+    );
+    expect(redirectsOnly).toEqual([
+      ["get /auth/sso/{orgSlug}", true],
+      ["get /auth/sso/{orgSlug}/callback", true],
+      ["post /auth/sso/{orgSlug}/acs", true],
+    ]);
+    expect(reports.control?.totals).toEqual({ errors: 0, warnings: 0, ignored: redirectsOnly.length });
+    expect(reports.workspace?.totals).toEqual({ errors: 0, warnings: 0, ignored: 0 });
+  });
+});
+
+describe("Declared security", () => {
+  it("is on every operation of both documents, and `security: []` on exactly the public ones", async () => {
+    const workspace = (await call(app, "GET", "/workspace/openapi.json")).body;
+    const publicOperations = (document: any) =>
+      Object.entries(document.paths as Record<string, Record<string, any>>)
+        .flatMap(([path, item]) => Object.entries(item).map(([method, operation]) => ({ method, path, operation })))
+        .filter(({ operation }) => {
+          expect(operation.security).toBeInstanceOf(Array);
+          return operation.security.length === 0;
+        })
+        .map(({ method, path }) => `${method} ${path}`);
+    expect(publicOperations(doc).sort()).toEqual(
+      [
+        "get /health",
+        "post /auth/sign-up/email",
+        "post /auth/sign-in/email",
+        "get /templates",
+        "get /plans",
+        "get /domains/check",
+        "post /billing/stripe/webhook",
+        "get /auth/sso/{orgSlug}",
+        "get /auth/sso/{orgSlug}/callback",
+        "post /auth/sso/{orgSlug}/acs",
+        "get /auth/sso/{orgSlug}/metadata",
+        "post /auth/sso/lookup",
+        "get /mcp/tools",
+        "get /openapi.json",
+        "get /workspace/openapi.json",
+        "get /docs",
+        "get /docs/scalar.js",
+        "get /docs/reference.js",
+      ].sort(),
+    );
+    expect(publicOperations(workspace).sort()).toEqual(["post /auth/sign-in", "post /auth/sign-up"]);
+    // Public as declared: answered without credentials.
+    for (const path of ["/health", "/templates", "/plans", "/mcp/tools", "/openapi.json", "/workspace/openapi.json"]) {
+      expect((await call(app, "GET", path)).status, path).toBe(200);
+    }
+  });
+});
+
 describe("GET /api/docs", () => {
   /** Scalar's standalone bundle as installed: the pinned version in package.json. */
   const bundleFile = join(
@@ -168,11 +235,61 @@ describe("GET /api/docs", () => {
     return [...html.matchAll(/<script\b[^>]*\bsrc="([^"]*)"/g)].map((match) => match[1] as string);
   }
 
+  /** Scalar's configuration, as the page carries it to its start script. */
+  function configurationOf(html: string): any {
+    const attribute = /<div id="reference" data-configuration="([^"]*)"><\/div>/.exec(html)?.[1];
+    expect(attribute).toBeDefined();
+    return JSON.parse((attribute as string).replaceAll("&quot;", '"').replaceAll("&amp;", "&"));
+  }
+
   it("serves an interactive reference that loads the document", async () => {
     const res = await fetch(`${app.url}/api/docs`);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/html");
     expect(await res.text()).toContain("/api/openapi.json");
+  });
+
+  it("shows both APIs, from documents this origin serves", async () => {
+    const html = await (await fetch(`${app.url}/api/docs`)).text();
+    const configuration = configurationOf(html);
+    expect(configuration.sources).toEqual([
+      expect.objectContaining({ slug: "control", url: "/api/openapi.json" }),
+      expect.objectContaining({ slug: "workspace", url: "/api/workspace/openapi.json" }),
+    ]);
+    for (const { title, url } of configuration.sources) {
+      expect(title).toEqual(expect.any(String));
+      const res = await fetch(new URL(url, app.url));
+      expect(res.status, url).toBe(200);
+      expect(res.headers.get("content-type")).toContain("application/json");
+      expect((await res.json()).openapi).toMatch(/^3\.1\./);
+    }
+    // Nothing from another host: no address with a host in the page, and not Scalar's default fonts.
+    expect(html).not.toMatch(/\/\/[^/\s"]/);
+    expect(configuration.withDefaultFonts).toBe(false);
+  });
+
+  it("starts Scalar on the page with the page's configuration, by a script of this origin", async () => {
+    const html = await (await fetch(`${app.url}/api/docs`)).text();
+    const start = scriptSources(html)[1] as string;
+    const res = await fetch(new URL(start, app.url));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(res.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    const script = await res.text();
+    expect(new URL(start, app.url).searchParams.get("v")).toBe(
+      createHash("sha256").update(script).digest("hex").slice(0, 16),
+    );
+
+    // Run as the browser would, after Scalar's bundle (which defines `Scalar`), on the page's element.
+    const element = { dataset: { configuration: JSON.stringify(configurationOf(html)) } };
+    const started: unknown[][] = [];
+    const page = {
+      document: { getElementById: (id: string) => (id === "reference" ? element : null) },
+      Scalar: { createApiReference: (...args: unknown[]) => started.push(args) },
+    };
+    runInNewContext(script, page);
+    expect(started).toEqual([[element, configurationOf(html)]]);
   });
 
   it("loads its script from this origin only, under a policy that names no other", async () => {
@@ -193,15 +310,18 @@ describe("GET /api/docs", () => {
     }
 
     const sources = scriptSources(html);
-    expect(sources).toEqual([expect.stringMatching(/^\/api\/docs\/scalar\.js\?v=[0-9a-f]+$/)]);
+    expect(sources).toEqual([
+      expect.stringMatching(/^\/api\/docs\/scalar\.js\?v=[0-9a-f]+$/),
+      expect.stringMatching(/^\/api\/docs\/reference\.js\?v=[0-9a-f]+$/),
+    ]);
     expect(html).not.toContain("https://");
     expect(html).not.toContain("cdn.");
-    // Nothing inline runs: the one script that runs comes by address; the other is Scalar's configuration, as data.
+    // Nothing inline runs: both scripts come by address (Scalar's, then the one starting it); the configuration is data.
     const scripts = [...html.matchAll(/<script\b([^>]*)>([^<]*)<\/script>/g)];
     expect(scripts).toHaveLength(2);
     for (const [, attributes = "", body] of scripts) {
       expect(body).toBe("");
-      if (!attributes.includes('type="application/json"')) expect(attributes).toMatch(/\bsrc="/);
+      expect(attributes).toMatch(/\bsrc="/);
     }
   });
 

@@ -6,7 +6,7 @@ import { passwordSignInRefused } from "../domains/identity/sso/service.ts";
 import { ForbiddenError } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
 import { codeOf, errorBody, statusOf } from "../http/envelope.ts";
-import { createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
+import { anyone, createRouter, errorResponses, jsonBody, jsonContent, sessionOnly } from "../http/router.ts";
 import type { SignInFailures } from "../http/sign-in-failures.ts";
 import { type Auth, CLIENT_IP_HEADER } from "./better-auth.ts";
 import type { ConsoleSessions } from "./console-sessions.ts";
@@ -61,6 +61,7 @@ const signUpRoute = createRoute({
   path: "/auth/sign-up/email",
   tags,
   summary: "Create an account with e-mail and password; signs it in",
+  security: anyone,
   request: { body: jsonBody(SignUpInput) },
   responses: {
     200: { ...jsonContent(SignedInResponse, "Signed up and signed in"), headers: sessionCookieHeader },
@@ -73,6 +74,7 @@ const signInRoute = createRoute({
   path: "/auth/sign-in/email",
   tags,
   summary: "Sign in with e-mail and password; sets the session cookie",
+  security: anyone,
   request: { body: jsonBody(SignInInput) },
   responses: {
     200: { ...jsonContent(SignedInResponse, "Signed in"), headers: sessionCookieHeader },

@@ -7,11 +7,12 @@ import { gzip } from "node:zlib";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
-import { createRouter, errorResponses } from "./router.ts";
+import { anyone, createRouter, errorResponses } from "./router.ts";
 
 /**
- * The interactive API reference (DESIGN: Scalar at `GET /api/docs`), served whole from this
- * process so that it works with no internet and runs no script from another origin.
+ * The interactive API reference (DESIGN: Scalar at `GET /api/docs`), both APIs' documents in one
+ * page, served whole from this process so that it works with no internet and runs no script from
+ * another origin.
  */
 export function docsRoutes() {
   return createRouter()
@@ -35,7 +36,15 @@ export function docsRoutes() {
         "Cache-Control": "public, max-age=31536000, immutable",
         "X-Content-Type-Options": "nosniff",
       });
-    });
+    })
+    .openapi(startScriptRoute, (c) =>
+      c.body(START_SCRIPT, 200, {
+        "Content-Type": "text/javascript; charset=utf-8",
+        // Named by its hash too.
+        "Cache-Control": "public, max-age=31536000, immutable",
+        "X-Content-Type-Options": "nosniff",
+      }),
+    );
 }
 
 const docsPageRoute = createRoute({
@@ -43,6 +52,7 @@ const docsPageRoute = createRoute({
   path: "/docs",
   tags: ["Service"],
   summary: "Interactive API reference",
+  security: anyone,
   responses: {
     200: { description: "HTML page", content: { "text/html": { schema: z.string() } } },
     ...errorResponses(429),
@@ -55,6 +65,20 @@ const scalarScriptRoute = createRoute({
   tags: ["Service"],
   summary: "The script of the interactive API reference",
   description: "Scalar's standalone bundle, at the version pinned in package.json; gzipped when the client accepts it.",
+  security: anyone,
+  responses: {
+    200: { description: "JavaScript", content: { "text/javascript": { schema: z.string() } } },
+    ...errorResponses(429),
+  },
+});
+
+const startScriptRoute = createRoute({
+  method: "get",
+  path: "/docs/reference.js",
+  tags: ["Service"],
+  summary: "The script that starts the interactive API reference",
+  description: "Starts Scalar on the page, with the configuration the page carries.",
+  security: anyone,
   responses: {
     200: { description: "JavaScript", content: { "text/javascript": { schema: z.string() } } },
     ...errorResponses(429),
@@ -62,11 +86,16 @@ const scalarScriptRoute = createRoute({
 });
 
 /**
- * Scalar's options, where a default would reach for another host: its fonts, the "Open API Client"
- * link to Scalar's hosted client, the AI agent (on by default on localhost) and the developer
- * toolbar (whose "share" uploads the document). The reference's own request client stays.
+ * Both documents (Scalar's `sources`: a menu to switch between them), and Scalar's options where a
+ * default would reach for another host: its fonts, the "Open API Client" link to Scalar's hosted
+ * client, the AI agent (on by default on localhost) and the developer toolbar (whose "share"
+ * uploads the document). The reference's own request client stays.
  */
 const SCALAR_CONFIGURATION = {
+  sources: [
+    { title: "Plinth API", slug: "control", url: "/api/openapi.json" },
+    { title: "Plinth workspace API", slug: "workspace", url: "/api/workspace/openapi.json" },
+  ],
   withDefaultFonts: false,
   hideClientButton: true,
   agent: { disabled: true },
@@ -74,10 +103,20 @@ const SCALAR_CONFIGURATION = {
 };
 
 /**
- * No inline script: Scalar reads its configuration from the `#api-reference` element's
- * attributes, so `script-src 'self'` is all it takes (the bundle's zod probes for `eval`, is
- * refused, and does without). It injects its styles as `<style>` elements and attributes, hence
- * `'unsafe-inline'` for styles; its CSS draws some icons from `data:` SVGs.
+ * Starts Scalar on the page's `#reference` element with the configuration it carries. The bundle
+ * starts itself on an `#api-reference` element instead, but passes that one's configuration
+ * through a schema without `sources`, which would leave no document to show.
+ */
+const START_SCRIPT =
+  'const element = document.getElementById("reference");\n' +
+  "Scalar.createApiReference(element, JSON.parse(element.dataset.configuration));\n";
+const START_SCRIPT_HASH = createHash("sha256").update(START_SCRIPT).digest("hex").slice(0, 16);
+
+/**
+ * No inline script: the configuration is an attribute of the page, which both scripts come from,
+ * so `script-src 'self'` is all it takes (the bundle's zod probes for `eval`, is refused, and does
+ * without). Scalar injects its styles as `<style>` elements and attributes, hence `'unsafe-inline'`
+ * for styles; its CSS draws some icons from `data:` SVGs.
  */
 const DOCS_CSP = [
   "default-src 'none'",
@@ -100,8 +139,9 @@ function docsPage(bundleHash: string): string {
 <title>Plinth API reference</title>
 </head>
 <body>
-<script id="api-reference" type="application/json" data-url="/api/openapi.json" data-configuration="${configuration}"></script>
+<div id="reference" data-configuration="${configuration}"></div>
 <script src="/api/docs/scalar.js?v=${bundleHash}"></script>
+<script src="/api/docs/reference.js?v=${START_SCRIPT_HASH}"></script>
 </body>
 </html>
 `;

@@ -192,6 +192,11 @@ export function jsonBody<T extends z.ZodType>(schema: T) {
 
 export const OkSchema = z.object({ ok: z.boolean() }).openapi("Ok");
 
+/**
+ * A public operation's `security`: no credentials. `isPublic` admits an operation that declares none
+ * alike, but the document must say so (DESIGN §14: Redocly's `security-defined`).
+ */
+export const anyone: Security = [];
 /** Both security schemes: every authenticated operation accepts either. */
 export const sessionOrKey: Security = [{ sessionCookie: [] }, { apiKey: [] }];
 export const sessionOnly: Security = [{ sessionCookie: [] }];

@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { UnauthorizedError } from "../errors.ts";
 import type { AppEnv } from "../http/context.ts";
 import { requirePrincipal } from "../http/principal.ts";
-import { createRouter, errorResponses, hasJsonBody, jsonContent } from "../http/router.ts";
+import { anyone, createRouter, errorResponses, hasJsonBody, jsonContent } from "../http/router.ts";
 import { answerMcp, type RunRestRequest } from "./server.ts";
 import type { McpTool, RestRequest } from "./tools.ts";
 
@@ -34,6 +34,7 @@ const toolsRoute = createRoute({
   path: "/mcp/tools",
   tags,
   summary: "Every MCP tool: the names an API key's `mcpTools` may list",
+  security: anyone,
   responses: {
     200: jsonContent(z.object({ tools: z.array(ToolSummary) }), "The tools"),
     ...errorResponses(429),

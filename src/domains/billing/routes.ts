@@ -2,7 +2,15 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { NotFoundError } from "../../errors.ts";
 import { actorOf, requirePrincipal } from "../../http/principal.ts";
-import { authedErrors, createRouter, errorResponses, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
+import {
+  anyone,
+  authedErrors,
+  createRouter,
+  errorResponses,
+  jsonBody,
+  jsonContent,
+  sessionOrKey,
+} from "../../http/router.ts";
 import { orgCtx, requires } from "../../http/service-context.ts";
 import { authorize, resolveOrgAccess } from "../orgs/access.ts";
 import { SlugParams } from "../orgs/schemas.ts";
@@ -104,6 +112,7 @@ const routes = {
     description:
       "Verified with STRIPE_WEBHOOK_SECRET (a bad or stale signature is 400 and applies nothing); each event is applied once, " +
       "and an event older than what is applied changes nothing. Events for unknown customers are logged and answered 200.",
+    security: anyone,
     responses: {
       200: jsonContent(z.object({ received: z.literal(true) }), "Received"),
       ...errorResponses(400, 404, 413, 429),

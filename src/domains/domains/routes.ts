@@ -1,7 +1,15 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { NotFoundError } from "../../errors.ts";
-import { authedErrors, createRouter, errorResponses, jsonBody, jsonContent, sessionOrKey } from "../../http/router.ts";
+import {
+  anyone,
+  authedErrors,
+  createRouter,
+  errorResponses,
+  jsonBody,
+  jsonContent,
+  sessionOrKey,
+} from "../../http/router.ts";
 import { orgCtx, requires } from "../../http/service-context.ts";
 import { ProjectParams } from "../projects/schemas.ts";
 import { hostOf, projectOfHost } from "./hosts.ts";
@@ -65,6 +73,7 @@ const checkRoute = createRoute({
   tags,
   summary: "Whether a host is an active custom domain (the `ask` hook of on-demand TLS)",
   description: "200 when `domain` is an active custom domain of a live project, else 404. Public.",
+  security: anyone,
   request: { query: DomainCheckQuery },
   responses: {
     200: jsonContent(z.object({ ok: z.boolean() }).openapi("DomainCheck"), "Active"),

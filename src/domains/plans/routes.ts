@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { createRouter, errorResponses, jsonContent } from "../../http/router.ts";
+import { anyone, createRouter, errorResponses, jsonContent } from "../../http/router.ts";
 import { PlanSchema } from "./catalog.ts";
 import { listPlans } from "./service.ts";
 
@@ -9,6 +9,7 @@ const listRoute = createRoute({
   path: "/plans",
   tags: ["Plans"],
   summary: "The plans an org can be on, with their prices (US cents) and limits",
+  security: anyone,
   responses: {
     200: jsonContent(z.object({ plans: z.array(PlanSchema) }), "The plan catalog"),
     ...errorResponses(429),

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import {
+  anyone,
   authedErrors,
   createRouter,
   errorResponses,
@@ -139,6 +140,7 @@ const routes = {
     path: "/templates",
     tags,
     summary: "The project templates and their versions",
+    security: anyone,
     responses: { 200: jsonContent(TemplatesResponse, "Templates"), ...errorResponses(429) },
   }),
 };

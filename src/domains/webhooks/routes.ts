@@ -129,8 +129,11 @@ export function documentOrgEvents(api: ReturnType<typeof createRouter>): void {
   api.openAPIRegistry.registerWebhook({
     method: "post",
     path: "orgEvent",
+    operationId: "orgEvent",
     tags: ["Webhooks"],
     summary: "An org event, POSTed to each subscribed org webhook and to the org's webhookUrl",
+    // A delivery carries no credentials: its receiver checks the signature headers.
+    security: [],
     request: {
       headers: DeliveryHeaders,
       body: jsonBody(

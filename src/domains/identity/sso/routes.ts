@@ -4,6 +4,7 @@ import type { Auth } from "../../../auth/better-auth.ts";
 import { startSsoSession } from "../../../auth/sso-session.ts";
 import type { Deps } from "../../../deps.ts";
 import {
+  anyone,
   authedErrors,
   createRouter,
   errorResponses,
@@ -83,6 +84,7 @@ const routes = {
     description:
       "OIDC sets a short-lived HttpOnly cookie that binds the login to this browser: the callback refuses (401) without it. " +
       "Started from a signed-in session, the login may link that account (an owner's or admin's must be linked so).",
+    security: anyone,
     request: {
       params: LoginParams,
       query: z.object({
@@ -99,6 +101,7 @@ const routes = {
     description:
       "401 unless the browser holds the cookie its login's start set, the e-mail is in the org's proven emailDomain, " +
       "and (for an existing owner or admin of the org) the account linked single sign-on from its own session.",
+    security: anyone,
     request: { params: LoginParams },
     responses: { 302: { description: "Signed in" }, ...errorResponses(401, 404, 429) },
   }),
@@ -110,6 +113,7 @@ const routes = {
     description:
       "SP- and IdP-initiated. The assertion must be signed by the IdP's certificate, for this audience and ACS, within its " +
       "time window, and unused; otherwise 401 and no session.",
+    security: anyone,
     request: { params: LoginParams },
     responses: { 302: { description: "Signed in" }, ...errorResponses(401, 404, 413, 429) },
   }),
@@ -118,6 +122,7 @@ const routes = {
     path: "/auth/sso/{orgSlug}/metadata",
     tags,
     summary: "This service provider's SAML metadata XML (entity id, ACS URL)",
+    security: anyone,
     request: { params: LoginParams },
     responses: {
       200: { description: "SAML metadata", content: { "application/samlmetadata+xml": { schema: z.string() } } },
@@ -129,6 +134,7 @@ const routes = {
     path: "/auth/sso/lookup",
     tags,
     summary: "Where a person signs in: the login URL of the enabled, proven SSO of the e-mail's domain",
+    security: anyone,
     request: { body: jsonBody(SsoLookupInput) },
     responses: {
       200: jsonContent(z.object({ url: z.string() }), "The login URL"),

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { createRouter, jsonBody, jsonContent } from "../../../http/router.ts";
+import { anyone, createRouter, jsonBody, jsonContent } from "../../../http/router.ts";
 import { SignedIn, SignInInput, SignUpInput } from "../schemas.ts";
 import { signInUser, signOutUser, signUpUser } from "../users.ts";
 import { errors, tags, usersOnly, type WorkspaceEnv, workspaceOf } from "./security.ts";
@@ -9,6 +9,7 @@ const signUp = createRoute({
   path: "/auth/sign-up",
   tags,
   summary: "Create a workspace user; emits auth:signed_up",
+  security: anyone,
   request: { body: jsonBody(SignUpInput) },
   responses: { 201: jsonContent(SignedIn, "The user and a token"), ...errors },
 });
@@ -18,6 +19,7 @@ const signIn = createRoute({
   path: "/auth/sign-in",
   tags,
   summary: "Sign a workspace user in; emits auth:signed_in",
+  security: anyone,
   request: { body: jsonBody(SignInInput) },
   responses: { 200: jsonContent(SignedIn, "The user and a token"), ...errors },
 });

@@ -33,6 +33,7 @@ export function workspaceDocument(router: ReturnType<typeof workspaceRoutes>, ve
       title: "Plinth workspace API",
       version,
       description: "Each project's own backend: collections, items, workspace users, files and webhooks.",
+      license: { name: "MIT", url: "https://spdx.org/licenses/MIT.html" },
     },
     servers: [
       {
@@ -60,8 +61,11 @@ export function workspaceRoutes(runtime: WorkspaceRuntime) {
   app.openAPIRegistry.registerWebhook({
     method: "post",
     path: "workspaceEvent",
+    operationId: "workspaceEvent",
     tags: ["Webhooks"],
     summary: "A workspace event, POSTed to each active hook whose patterns match it (test sends: webhook.test)",
+    // A delivery carries no credentials: its receiver checks the signature headers.
+    security: [],
     request: {
       headers: DeliveryHeaders,
       body: jsonBody(
