@@ -6,10 +6,10 @@ import { createLogger } from "../src/logger.ts";
 import { startServer } from "../src/process/server.ts";
 
 /** The API's two OpenAPI documents. */
-export interface OpenApiDocuments {
+export type OpenApiDocuments = {
   control: Record<string, unknown>;
   workspace: Record<string, unknown>;
-}
+};
 
 /**
  * Both OpenAPI documents exactly as the app serves them (`GET /api/openapi.json` and

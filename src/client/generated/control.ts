@@ -1591,6 +1591,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/docs/reference.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The script that starts the interactive API reference
+         * @description Starts Scalar on the page, with the configuration the page carries.
+         */
+        get: operations["getDocsReferenceJs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     orgEvent: {
@@ -1603,52 +1623,7 @@ export interface webhooks {
         get?: never;
         put?: never;
         /** An org event, POSTed to each subscribed org webhook and to the org's webhookUrl */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's kind (workspace: `<channel>:<event>`) */
-                    "X-Service-Event": string;
-                    /** @description The delivery's id, the same on every retry */
-                    "X-Service-Delivery": string;
-                    /** @description Unix seconds at signing (with a secret) */
-                    "X-Service-Timestamp"?: string;
-                    /** @description Hex HMAC-SHA256 of the raw body with the secret (legacy, unchanged) */
-                    "X-Service-Signature"?: string;
-                    /** @description Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one) */
-                    "X-Service-Signature-V2"?: string;
-                    /** @description Standard Webhooks: = X-Service-Delivery (with a secret) */
-                    "webhook-id"?: string;
-                    /** @description Standard Webhooks: = X-Service-Timestamp (with a secret) */
-                    "webhook-timestamp"?: string;
-                    /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{raw body}>`; the key is the bytes after `whsec_` when they are standard base64, else the secret's UTF-8 bytes */
-                    "webhook-signature"?: string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["OrgEventDelivery"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx acknowledges the delivery */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description Any other answer (3xx included: redirects are not followed), or none within WEBHOOK_TIMEOUT_MS, is a failed attempt: retried with backoff up to WEBHOOK_MAX_ATTEMPTS, and counted by the breaker */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["orgEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -13249,6 +13224,90 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    getDocsReferenceJs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JavaScript */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/javascript": string;
+                };
+            };
+            /** @description Rate limited (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (never with internals) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    orgEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's kind (workspace: `<channel>:<event>`) */
+                "X-Service-Event": string;
+                /** @description The delivery's id, the same on every retry */
+                "X-Service-Delivery": string;
+                /** @description Unix seconds at signing (with a secret) */
+                "X-Service-Timestamp"?: string;
+                /** @description Hex HMAC-SHA256 of the raw body with the secret (legacy, unchanged) */
+                "X-Service-Signature"?: string;
+                /** @description Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one) */
+                "X-Service-Signature-V2"?: string;
+                /** @description Standard Webhooks: = X-Service-Delivery (with a secret) */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: = X-Service-Timestamp (with a secret) */
+                "webhook-timestamp"?: string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{raw body}>`; the key is the bytes after `whsec_` when they are standard base64, else the secret's UTF-8 bytes */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrgEventDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer (3xx included: redirects are not followed), or none within WEBHOOK_TIMEOUT_MS, is a failed attempt: retried with backoff up to WEBHOOK_MAX_ATTEMPTS, and counted by the breaker */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -261,52 +261,7 @@ export interface webhooks {
         get?: never;
         put?: never;
         /** A workspace event, POSTed to each active hook whose patterns match it (test sends: webhook.test) */
-        post: {
-            parameters: {
-                query?: never;
-                header: {
-                    /** @description The event's kind (workspace: `<channel>:<event>`) */
-                    "X-Service-Event": string;
-                    /** @description The delivery's id, the same on every retry */
-                    "X-Service-Delivery": string;
-                    /** @description Unix seconds at signing (with a secret) */
-                    "X-Service-Timestamp"?: string;
-                    /** @description Hex HMAC-SHA256 of the raw body with the secret (legacy, unchanged) */
-                    "X-Service-Signature"?: string;
-                    /** @description Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one) */
-                    "X-Service-Signature-V2"?: string;
-                    /** @description Standard Webhooks: = X-Service-Delivery (with a secret) */
-                    "webhook-id"?: string;
-                    /** @description Standard Webhooks: = X-Service-Timestamp (with a secret) */
-                    "webhook-timestamp"?: string;
-                    /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{raw body}>`; the key is the bytes after `whsec_` when they are standard base64, else the secret's UTF-8 bytes */
-                    "webhook-signature"?: string;
-                };
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["WorkspaceEventDelivery"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx acknowledges the delivery */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description Any other answer (3xx included: redirects are not followed), or none within WEBHOOK_TIMEOUT_MS, is a failed attempt: retried with backoff up to WEBHOOK_MAX_ATTEMPTS, and counted by the breaker */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        post: operations["workspaceEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2918,6 +2873,52 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    workspaceEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's kind (workspace: `<channel>:<event>`) */
+                "X-Service-Event": string;
+                /** @description The delivery's id, the same on every retry */
+                "X-Service-Delivery": string;
+                /** @description Unix seconds at signing (with a secret) */
+                "X-Service-Timestamp"?: string;
+                /** @description Hex HMAC-SHA256 of the raw body with the secret (legacy, unchanged) */
+                "X-Service-Signature"?: string;
+                /** @description Hex HMAC-SHA256 of `<timestamp>.<raw body>` with the secret (prefer this one) */
+                "X-Service-Signature-V2"?: string;
+                /** @description Standard Webhooks: = X-Service-Delivery (with a secret) */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: = X-Service-Timestamp (with a secret) */
+                "webhook-timestamp"?: string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{raw body}>`; the key is the bytes after `whsec_` when they are standard base64, else the secret's UTF-8 bytes */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkspaceEventDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer (3xx included: redirects are not followed), or none within WEBHOOK_TIMEOUT_MS, is a failed attempt: retried with backoff up to WEBHOOK_MAX_ATTEMPTS, and counted by the breaker */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
