@@ -1,3 +1,3 @@
 #!/usr/bin/env node
-// The compiled CLI (`npm run build`, run by `npm install` through `prepare`).
-await import("../dist/main.js");
+// The `plinth` command, compiled by `npm run build` (which `npm install` runs through `prepare`).
+await import("../dist/cli/index.js");

@@ -1,7 +1,4 @@
-import { ConfigError, loadConfig } from "./config.ts";
-import { errorMessage } from "./errors.ts";
-import { createLogger } from "./logger.ts";
-import { startServer, startWorker } from "./process/server.ts";
+import { runProcess } from "./process/run.ts";
 
 const USAGE = `usage: plinth [serve | worker]
 
@@ -12,6 +9,10 @@ Configuration comes from the environment; see README.md.`;
 
 const HELP = new Set(["--help", "-h", "help"]);
 
+/**
+ * The server's entry (`npm start`, `node dist/main.js [serve | worker]`): the process alone, none
+ * of the CLI. `plinth serve` and `plinth worker` of the CLI run the same `runProcess`.
+ */
 async function main(argv: string[]): Promise<void> {
   if (argv.some((arg) => HELP.has(arg))) {
     console.log(USAGE);
@@ -29,40 +30,7 @@ async function main(argv: string[]): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`plinth: ${error.message}`);
-      process.exitCode = 1;
-      return;
-    }
-    throw error;
-  }
-  const log = createLogger(config);
-  let running: Awaited<ReturnType<typeof startServer | typeof startWorker>>;
-  try {
-    running = command === "worker" ? await startWorker({ config, log }) : await startServer({ config, log });
-  } catch (error) {
-    // Most often the environment: an address to listen on that cannot be had (HOST, PORT), a
-    // DATA_DIR that cannot be written, a database that cannot be reached (DATABASE_URL).
-    log.fatal({ err: error }, "could not start");
-    console.error(`plinth: could not start: ${errorMessage(error)}`);
-    process.exit(1);
-  }
-  const shutdown = (signal: string) => {
-    log.info({ signal }, "shutting down");
-    running.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error({ err: error }, "shutdown failed");
-        process.exit(1);
-      },
-    );
-  };
-  process.once("SIGTERM", () => shutdown("SIGTERM"));
-  process.once("SIGINT", () => shutdown("SIGINT"));
+  await runProcess(command);
 }
 
 await main(process.argv.slice(2));

@@ -7,7 +7,7 @@
  *   const plinth = createPlinthClient({ url: "https://plinth.example.com", apiKey });
  *   const { data, error } = await plinth.GET("/org/{slug}/projects", { params: { path: { slug } } });
  */
-import createClient, { type Client } from "openapi-fetch";
+import createClient, { type Client, type ClientOptions } from "openapi-fetch";
 import type { components as ControlComponents, paths as ControlPaths } from "./generated/control.ts";
 import type { components as WorkspaceComponents, paths as WorkspacePaths } from "./generated/workspace.ts";
 
@@ -60,7 +60,7 @@ export interface PlinthClientOptions {
   /** An API key (`pak_…`), sent as `Authorization: Bearer`. Without one, send a session cookie in `headers`. */
   apiKey?: string;
   /** A `fetch` of your own (a test double, a proxy-aware one); the global one by default. */
-  fetch?: typeof globalThis.fetch;
+  fetch?: ClientOptions["fetch"];
   headers?: Record<string, string>;
 }
 
@@ -78,7 +78,7 @@ export interface WorkspaceClientOptions {
   workspaceUrl: string;
   /** The workspace admin token (`wsa_…`), a workspace user's token, or an org API key. */
   token?: string;
-  fetch?: typeof globalThis.fetch;
+  fetch?: ClientOptions["fetch"];
   headers?: Record<string, string>;
 }
 
