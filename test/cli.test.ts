@@ -122,6 +122,12 @@ describe("the plinth command", () => {
     const help = await plinth(["--help"]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("Usage: plinth");
+    expect((await plinth(["help", "projects"])).code).toBe(0);
+    expect((await plinth(["--version"])).stdout.trim()).toBe("0.0.1");
+    const bare = await plinth([]);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain("Usage: plinth");
+    expect((await plinth(["projects"])).code).toBe(2);
     for (const args of [["bogus"], ["projects", "create"], ["projects", "list", "--bogus"], ["restore", "shop"]]) {
       const run = await plinth(args);
       expect(run.code, args.join(" ")).toBe(2);

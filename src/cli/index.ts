@@ -14,12 +14,13 @@ export async function runCli(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // Help and the version are answers; anything else commander refuses is a usage error.
-      return error.code === "commander.helpDisplayed" ||
+      // Help asked for (`--help`, `help`) and the version are answers; help shown because no
+      // command was given, or anything else commander refuses, is a usage error.
+      const answered =
+        error.code === "commander.helpDisplayed" ||
         error.code === "commander.version" ||
-        error.code === "commander.help"
-        ? 0
-        : 2;
+        (error.code === "commander.help" && error.exitCode === 0);
+      return answered ? 0 : 2;
     }
     if (error instanceof UsageError) {
       process.stderr.write(`plinth: ${error.message}\n`);
