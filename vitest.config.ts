@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The console's browser tests run apart (npm run test:console): they need chromium.
+    exclude: ["test/console/**"],
     globalSetup: ["test/global-setup.ts"],
     pool: "forks",
     testTimeout: 30_000,

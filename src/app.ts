@@ -33,6 +33,7 @@ import { WORKSPACE_MOUNT, workspaceDocument, workspaceRoutes } from "./domains/w
 import { AppError, ForbiddenError, UnavailableError } from "./errors.ts";
 import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
+import { consoleRoutes } from "./http/console.ts";
 import type { AppEnv } from "./http/context.ts";
 import { docsRoutes } from "./http/docs.ts";
 import { codeOf, errorResponse } from "./http/envelope.ts";
@@ -262,6 +263,8 @@ export function createApp({
   app.route(WORKSPACE_MOUNT, workspaceApi);
   // Where invitation mail links to: the web console's page, until there is a console.
   app.get("/accept-invite", acceptInvitePage);
+  // The web console, at every other path that asks for HTML (DESIGN §15).
+  app.get("*", consoleRoutes());
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));
   return app;

@@ -33,6 +33,7 @@ describe("the npm package", () => {
       "dist/client/generated/control.d.ts",
       "dist/verify/webhooks.js",
       "dist/verify/webhooks.d.ts",
+      "dist/console/index.html",
       "README.md",
       "LICENSE",
       "docs/sdk.md",

@@ -1,0 +1,149 @@
+import { useState } from "preact/hooks";
+import { useLocation, useRoute } from "preact-iso";
+import { api, data } from "../api.ts";
+import { ProjectLayout } from "../components/layout.tsx";
+import { Badge, Button, ConfirmButton, Loading, Page, ProblemNote, Secret, When } from "../components/ui.tsx";
+import { useAction, useInterval, useLoad } from "../hooks.ts";
+
+/** The route's org and project, as a path for the SDK. */
+export function useProjectPath() {
+  const { slug, project } = useRoute().params as { slug: string; project: string };
+  return { slug, project, path: { slug, projectSlug: project } };
+}
+
+/** `/orgs/:slug/projects/:project`: the project, its status live, and its lifecycle. */
+export function ProjectOverview() {
+  const { slug, project, path } = useProjectPath();
+  const location = useLocation();
+  const loaded = useLoad(
+    () => data(api.GET("/org/{slug}/projects/{projectSlug}", { params: { path } })),
+    [slug, project],
+  );
+  useInterval(loaded.reload, 2000, loaded.value?.project.status === "provisioning");
+  const action = useAction();
+  const [token, setToken] = useState<string | null>(null);
+  const [upgrade, setUpgrade] = useState<string | null>(null);
+  const lifecycle = (kind: "pause" | "resume" | "provision-retry") =>
+    action.run(async () => {
+      if (kind === "pause") await data(api.POST("/org/{slug}/projects/{projectSlug}/pause", { params: { path } }));
+      else if (kind === "resume")
+        await data(api.POST("/org/{slug}/projects/{projectSlug}/resume", { params: { path } }));
+      else await data(api.POST("/org/{slug}/projects/{projectSlug}/provision-retry", { params: { path } }));
+      loaded.reload();
+    });
+  return (
+    <ProjectLayout slug={slug} project={project}>
+      <Loading loaded={loaded}>
+        {({ project: current }) => (
+          <Page
+            title={current.name}
+            actions={
+              <>
+                {current.status === "active" ? (
+                  <Button busy={action.busy} onClick={() => lifecycle("pause")}>
+                    Pause
+                  </Button>
+                ) : null}
+                {current.status === "paused" ? (
+                  <Button variant="primary" busy={action.busy} onClick={() => lifecycle("resume")}>
+                    Resume
+                  </Button>
+                ) : null}
+                {current.status === "failed" ? (
+                  <Button variant="primary" busy={action.busy} onClick={() => lifecycle("provision-retry")}>
+                    Retry provisioning
+                  </Button>
+                ) : null}
+              </>
+            }
+          >
+            <ProblemNote problem={action.problem} />
+            <dl class="facts">
+              <dt>Status</dt>
+              <dd>
+                <Badge status={current.status} />
+              </dd>
+              <dt>Region</dt>
+              <dd>{current.region}</dd>
+              <dt>Environment</dt>
+              <dd>{current.environment}</dd>
+              <dt>Template</dt>
+              <dd>{current.templateVersion}</dd>
+              <dt>Workspace URL</dt>
+              <dd>
+                <code>{current.workspaceUrl}</code>
+              </dd>
+              <dt>Id</dt>
+              <dd>
+                <code>{current.id}</code>
+              </dd>
+              <dt>Created</dt>
+              <dd>
+                <When at={current.createdAt} />
+              </dd>
+            </dl>
+            <section class="card" aria-labelledby="admin-token">
+              <h2 id="admin-token">Workspace admin token</h2>
+              <p class="muted">
+                The token that administers this project's workspace API. It is shown once; a new one stops the old one
+                at once.
+              </p>
+              {token ? <Secret label="New workspace admin token" value={token} /> : null}
+              <ConfirmButton
+                label="New admin token"
+                variant="plain"
+                question="Make a new admin token? The current one stops working at once."
+                onConfirm={() =>
+                  action.run(async () => {
+                    const answer = await data(
+                      api.POST("/org/{slug}/projects/{projectSlug}/reprovision-admin", { params: { path } }),
+                    );
+                    setToken(answer.adminToken);
+                  })
+                }
+              />
+            </section>
+            <section class="card" aria-labelledby="template">
+              <h2 id="template">Template</h2>
+              <p class="muted">Migrate the workspace to the template's latest version, inside one transaction.</p>
+              {upgrade ? <p role="status">{upgrade}</p> : null}
+              <Button
+                busy={action.busy}
+                onClick={() =>
+                  action.run(async () => {
+                    const answer = await data(
+                      api.POST("/org/{slug}/projects/{projectSlug}/upgrade", { params: { path } }),
+                    );
+                    setUpgrade(
+                      answer.status === "upgraded"
+                        ? `Upgraded from ${answer.from} to ${answer.to}.`
+                        : answer.status === "skipped"
+                          ? `Already current: ${answer.reason}`
+                          : `The upgrade failed: ${answer.error}`,
+                    );
+                    loaded.reload();
+                  })
+                }
+              >
+                Upgrade template
+              </Button>
+            </section>
+            <section class="card danger-zone" aria-labelledby="danger">
+              <h2 id="danger">Danger zone</h2>
+              <ConfirmButton
+                label="Delete project"
+                question={`Delete ${current.name}? Its workspace is purged after the purge delay; until then it cannot be used.`}
+                onConfirm={() =>
+                  action.run(async () => {
+                    await data(api.DELETE("/org/{slug}/projects/{projectSlug}", { params: { path } }));
+                    location.route(`/orgs/${slug}`);
+                  })
+                }
+              />
+            </section>
+          </Page>
+        )}
+      </Loading>
+    </ProjectLayout>
+  );
+}

@@ -1,0 +1,281 @@
+import { mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { gzipSync } from "node:zlib";
+import { type Browser, chromium, type Locator, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApp, type TestApp } from "../harness.ts";
+import { freePort } from "../ports.ts";
+
+/**
+ * The web console (DESIGN §15) in a real browser (Debian's chromium through playwright-core),
+ * against a real server: the flows a person goes through, by role and accessible name, with no
+ * page or console error, no request to another host, no serious or critical axe-core finding on
+ * any screen, usable at 390 px. Screenshots of each screen go to test-results/console/.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const SHOTS = path.join(ROOT, "test-results/console");
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+describe("the console", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  const problems: string[] = [];
+  const foreign: string[] = [];
+
+  /** The screen as a person sees it: saved, and checked by axe-core. */
+  async function look(name: string): Promise<void> {
+    await page.waitForLoadState("networkidle");
+    await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+    // Evaluated over the DevTools protocol: the page's CSP (no inline script) stays in force.
+    await page.evaluate(AXE);
+    const violations = await page.evaluate(async () => {
+      const result = await (window as any).axe.run(document, { resultTypes: ["violations"] });
+      return (result.violations as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[])
+        .filter((violation) => violation.impact === "serious" || violation.impact === "critical")
+        .map(
+          (violation) =>
+            `${violation.id}: ${violation.help} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`,
+        );
+    });
+    expect(violations, `axe on ${name}`).toEqual([]);
+  }
+
+  /** Waits until `within` shows `text` (playwright-core has no assertions of its own). */
+  async function shows(within: Locator, text: string | RegExp, timeout = 10_000): Promise<void> {
+    await within.getByText(text).first().waitFor({ timeout });
+  }
+  /** The value of a field once it has one. */
+  async function fieldValue(input: Locator): Promise<string> {
+    await input.waitFor();
+    return input.inputValue();
+  }
+
+  const button = (name: string) => page.getByRole("button", { name, exact: true });
+  const link = (name: string) => page.getByRole("link", { name, exact: true });
+  const field = (name: string) => page.getByLabel(name, { exact: true });
+
+  beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    const port = await freePort();
+    app = await startApp({
+      PORT: String(port),
+      PUBLIC_URL: `http://127.0.0.1:${port}`,
+      RATE_LIMIT_PER_MINUTE: "100000",
+      AUTH_RATE_LIMIT_PER_MINUTE: "100000",
+    });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-quic",
+        "--no-first-run",
+      ],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    page.on("console", (message) => {
+      if (message.type() === "error" || message.type() === "warning")
+        problems.push(`console ${message.type()}: ${message.text()}`);
+    });
+    page.on("request", (request) => {
+      if (!request.url().startsWith(app.url) && !request.url().startsWith("data:")) foreign.push(request.url());
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it("serves the console at every screen's URL, and never in place of the API", async () => {
+    for (const route of ["/", "/orgs/acme/projects/shop/backups", "/sign-in"]) {
+      const html = await fetch(`${app.url}${route}`, { headers: { accept: "text/html" } });
+      expect(html.status).toBe(200);
+      expect(html.headers.get("content-type")).toContain("text/html");
+      expect(html.headers.get("content-security-policy")).toContain("script-src 'self'");
+      expect(await html.text()).toContain('<div id="app">');
+    }
+    const api = await fetch(`${app.url}/api/nope`, { headers: { accept: "text/html" } });
+    expect(api.status).toBe(404);
+    expect((await api.json()).error.code).toBe("NOT_FOUND");
+    const workspace = await fetch(`${app.url}/w/prj_nope/api/items/x`, { headers: { accept: "text/html" } });
+    expect(workspace.headers.get("content-type")).toContain("application/json");
+    const notHtml = await fetch(`${app.url}/something`, { headers: { accept: "application/json" } });
+    expect(notHtml.status).toBe(404);
+    const missing = await fetch(`${app.url}/assets/nope.js`);
+    expect(missing.status).toBe(404);
+  });
+
+  it("keeps its first load's JavaScript under 150 KB gzipped", () => {
+    const index = readFileSync(path.join(ROOT, "dist/console/index.html"), "utf8");
+    const scripts = [...index.matchAll(/src="\/assets\/([^"]+\.js)"/g)].map((match) => match[1] as string);
+    const preloads = [...index.matchAll(/href="\/assets\/([^"]+\.js)"/g)].map((match) => match[1] as string);
+    const bytes = [...scripts, ...preloads].reduce(
+      (total, file) => total + gzipSync(readFileSync(path.join(ROOT, "dist/console/assets", file))).length,
+      0,
+    );
+    expect(scripts.length).toBeGreaterThan(0);
+    expect(bytes).toBeLessThan(150 * 1024);
+  });
+
+  it("signs up, creates an organization and a project, and follows it to active", async () => {
+    await page.goto(`${app.url}/`);
+    await page.waitForURL(/\/sign-in/);
+    await look("sign-in");
+    // A wrong password: the API's message, shown.
+    await field("Email").fill("nobody@example.test");
+    await field("Password").fill("wrong-password");
+    await button("Sign in").click();
+    await shows(page.getByRole("alert"), /invalid|password/i);
+    await link("Create an account").click();
+    await field("Name").fill("Ada Lovelace");
+    await field("Email").fill("ada@example.test");
+    await field("Password").fill("correct-horse-battery");
+    await button("Create account").click();
+    await page.waitForURL(/\/orgs\/new$/);
+    await look("create-organization");
+    await field("Organization name").fill("Acme");
+    await button("Create organization").click();
+    await page.waitForURL(/\/orgs\/acme$/);
+    await look("projects-empty");
+    await button("New project").click();
+    await field("Project name").fill("Storefront");
+    await button("Create project").click();
+    expect(await fieldValue(page.getByRole("region", { name: "Workspace admin token" }).getByRole("textbox"))).toMatch(
+      /^wsa_/,
+    );
+    const projects = page.getByRole("table", { name: "Projects" });
+    await projects.getByText("active", { exact: true }).waitFor({ timeout: 20_000 });
+    await look("projects");
+    await projects.getByRole("link", { name: "Storefront" }).click();
+    await page.waitForURL(/\/orgs\/acme\/projects\/storefront$/);
+    await page.getByRole("heading", { name: "Storefront" }).waitFor();
+    await look("project-overview");
+  });
+
+  it("keeps the place on reload, and on back and forward", async () => {
+    await page.reload();
+    await page.getByRole("heading", { name: "Storefront" }).waitFor();
+    await link("Backups").click();
+    await page.waitForURL(/\/backups$/);
+    await page.goBack();
+    await page.waitForURL(/\/storefront$/);
+    await page.goForward();
+    await page.waitForURL(/\/backups$/);
+    await page.getByRole("heading", { name: "Backups" }).waitFor();
+  });
+
+  it("manages the workspace's data: a collection, an item as JSON, a file", async () => {
+    await link("Data").click();
+    await page.getByRole("textbox", { name: "Collection slug" }).fill("posts");
+    await button("Create collection").click();
+    await page.getByLabel("New item (JSON)").fill('{"title": "Hello from the console"}');
+    await button("Add item").click();
+    const items = page.getByRole("table", { name: "Items in posts" });
+    await shows(items, "Hello from the console");
+    await items.getByRole("button", { name: "Edit" }).click();
+    await page.getByLabel(/^Item itm_/).fill('{"title": "Edited"}');
+    await button("Save").click();
+    await shows(items, "Edited");
+    // Not JSON: said, naming the field, nothing sent.
+    await page.getByLabel("New item (JSON)").fill("{not json");
+    await button("Add item").click();
+    await page.getByText("must be a JSON object").waitFor();
+    await page
+      .getByLabel("Upload a file")
+      .setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") });
+    await shows(page.getByRole("table", { name: "Files" }), "notes.txt");
+    await look("project-data");
+  });
+
+  it("backs up and restores, with a confirmation", async () => {
+    await link("Backups").click();
+    await button("Create backup").click();
+    const backups = page.getByRole("table", { name: "Backups" });
+    await backups.getByText("completed", { exact: true }).waitFor({ timeout: 20_000 });
+    await backups.getByRole("button", { name: "Restore" }).click();
+    const dialog = page.getByRole("dialog");
+    await shows(dialog, "Restore the project to this backup");
+    await dialog.getByRole("button", { name: "Restore" }).click();
+    await shows(page.getByRole("status"), "Restored");
+    await look("project-backups");
+  });
+
+  it("branches, adds a domain (its TXT record shown), and reads the errors", async () => {
+    await link("Branches").click();
+    await field("Name").fill("pr-7");
+    await button("Create branch").click();
+    await shows(page.getByRole("table", { name: "Branches" }), "pr-7");
+    await look("project-branches");
+    await link("Domains").click();
+    // A bad hostname: the API's 422, on the field.
+    await field("Hostname").fill("not a host");
+    await button("Add domain").click();
+    await page.locator(".field-error").first().waitFor();
+    await field("Hostname").fill("shop.example.com");
+    await button("Add domain").click();
+    await shows(page.getByRole("table", { name: "Domains" }), "_plinth-challenge.shop.example.com");
+    await look("project-domains");
+    await link("Errors").click();
+    await page.getByRole("heading", { name: "Errors" }).waitFor();
+    await look("project-errors");
+  });
+
+  it("invites a member, creates an API key (its token once), and reads the audit log and usage", async () => {
+    await link("Members").click();
+    await field("Email").fill("grace@example.test");
+    await button("Invite").click();
+    await shows(page.getByRole("table", { name: "Members" }), "grace@example.test");
+    await look("members");
+    await link("API keys").click();
+    await field("Key name").fill("ci");
+    await button("Create key").click();
+    expect(await fieldValue(page.getByRole("region", { name: "API key token" }).getByRole("textbox"))).toMatch(/^pak_/);
+    await shows(page.getByRole("table", { name: "API keys" }), "ci");
+    await look("api-keys");
+    await link("Audit log").click();
+    await shows(page.getByRole("table", { name: "Audit events" }), "api_key.created");
+    await look("audit-log");
+    // The day's usage has been measured (the upload above): the chart draws it.
+    await app.server.usage.flush();
+    await link("Usage").click();
+    await page.getByRole("img", { name: /Requests, daily/ }).waitFor({ timeout: 10_000 });
+    await button("Create alarm").click();
+    await shows(page.getByRole("table", { name: "Alarms" }), "80%");
+    await look("usage");
+  });
+
+  it("fits a 390 px wide screen", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await link("Projects").click();
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await look("projects-390px");
+    await page.setViewportSize({ width: 1280, height: 860 });
+  });
+
+  it("signs out, and asks to sign in again", async () => {
+    await button("Sign out").click();
+    await page.waitForURL(/\/sign-in/);
+    await page.goto(`${app.url}/orgs/acme/keys`);
+    await page.waitForURL(/\/sign-in\?next=/);
+    await field("Email").fill("ada@example.test");
+    await field("Password").fill("correct-horse-battery");
+    await button("Sign in").click();
+    await page.waitForURL(/\/orgs\/acme\/keys$/);
+  });
+
+  it("logged no page or console error, and asked no other host for anything", () => {
+    // The browser reports the answers the tests asked for on purpose: the wrong password's 401 and the bad hostname's 422.
+    const unexpected = problems.filter((problem) => !/responded with a status of (401|422)/.test(problem));
+    expect(unexpected, problems.join("\n")).toEqual([]);
+    expect(foreign).toEqual([]);
+  });
+});
