@@ -31,7 +31,6 @@ import { documentOrgEvents, webhookRoutes } from "./domains/webhooks/routes.ts";
 import type { WorkspaceRuntime } from "./domains/workspace/access.ts";
 import { WORKSPACE_MOUNT, workspaceDocument, workspaceRoutes } from "./domains/workspace/routes/index.ts";
 import { AppError, ForbiddenError, UnavailableError } from "./errors.ts";
-import { acceptInvitePage } from "./http/accept-invite.ts";
 import { bodyWasNotUtf8, limitRequestBody } from "./http/body-limit.ts";
 import { consoleRoutes } from "./http/console.ts";
 import type { AppEnv } from "./http/context.ts";
@@ -261,9 +260,8 @@ export function createApp({
   });
   app.route("/api", api);
   app.route(WORKSPACE_MOUNT, workspaceApi);
-  // Where invitation mail links to: the web console's page, until there is a console.
-  app.get("/accept-invite", acceptInvitePage);
-  // The web console, at every other path that asks for HTML (DESIGN §15).
+  // The web console, at every path outside the APIs that asks for HTML (DESIGN §15), the
+  // invitation mail's `/accept-invite` included.
   app.get("*", consoleRoutes());
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));

@@ -2,10 +2,13 @@ import { useEffect } from "preact/hooks";
 import { LocationProvider, Route, Router, useLocation } from "preact-iso";
 import { ProblemNote } from "./components/ui.tsx";
 import { useLoad } from "./hooks.ts";
+import { AcceptInvite } from "./screens/accept-invite.tsx";
 import { AuditLog } from "./screens/audit.tsx";
 import { SignIn, SignUp } from "./screens/auth.tsx";
+import { Billing } from "./screens/billing.tsx";
 import { Keys } from "./screens/keys.tsx";
 import { Members } from "./screens/members.tsx";
+import { Notifications } from "./screens/notifications.tsx";
 import { Home, NewOrg, NotFound } from "./screens/orgs.tsx";
 import { Backups } from "./screens/project-backups.tsx";
 import { Branches } from "./screens/project-branches.tsx";
@@ -14,7 +17,9 @@ import { Domains } from "./screens/project-domains.tsx";
 import { TenantErrors } from "./screens/project-errors.tsx";
 import { ProjectOverview } from "./screens/project-overview.tsx";
 import { Projects } from "./screens/projects.tsx";
+import { Settings } from "./screens/settings.tsx";
 import { Usage } from "./screens/usage.tsx";
+import { Webhooks } from "./screens/webhooks.tsx";
 import { account, loadSession } from "./session.ts";
 
 /** Screens anyone may see; every other one needs a session. */
@@ -45,11 +50,16 @@ function Guard() {
       <Route path="/sign-up" component={SignUp} />
       <Route path="/" component={Home} />
       <Route path="/orgs/new" component={NewOrg} />
+      <Route path="/accept-invite" component={AcceptInvite} />
       <Route path="/orgs/:slug" component={Projects} />
       <Route path="/orgs/:slug/members" component={Members} />
       <Route path="/orgs/:slug/keys" component={Keys} />
       <Route path="/orgs/:slug/audit" component={AuditLog} />
       <Route path="/orgs/:slug/usage" component={Usage} />
+      <Route path="/orgs/:slug/webhooks" component={Webhooks} />
+      <Route path="/orgs/:slug/billing" component={Billing} />
+      <Route path="/orgs/:slug/settings" component={Settings} />
+      <Route path="/orgs/:slug/notifications" component={Notifications} />
       <Route path="/orgs/:slug/projects/:project" component={ProjectOverview} />
       <Route path="/orgs/:slug/projects/:project/data" component={ProjectData} />
       <Route path="/orgs/:slug/projects/:project/backups" component={Backups} />

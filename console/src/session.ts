@@ -36,3 +36,11 @@ export async function signOut(): Promise<void> {
 export function roleIn(slug: string): string | undefined {
   return orgs.value.find((org) => org.slug === slug)?.role;
 }
+
+/** Unread notifications of the org on screen, for the bar's count. */
+export const unread = signal<number>(0);
+
+export async function loadUnread(slug: string): Promise<void> {
+  const answer = await api.GET("/org/{slug}/notifications", { params: { path: { slug }, query: { unread: "true" } } });
+  unread.value = answer.data?.notifications.length ?? 0;
+}

@@ -43,7 +43,7 @@ export type Alarm = Control["Alarm"];
 export type TenantError = Control["TenantError"];
 export type Subscription = Control["Subscription"];
 export type Invoice = Control["Invoice"];
-export type SsoConfig = Control["SsoConfig"];
+export type SsoConfig = NonNullable<Control["SsoConfig"]>;
 
 export type WorkspaceCollection = Workspace["WorkspaceCollection"];
 export type WorkspaceItem = Workspace["WorkspaceItem"];

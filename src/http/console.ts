@@ -71,7 +71,8 @@ export function consoleRoutes() {
       "Content-Security-Policy": CSP,
       "Cache-Control": "no-cache",
       "X-Content-Type-Options": "nosniff",
-      "Referrer-Policy": "same-origin",
+      // A page's address may hold a secret (an invitation's token): no request carries it on.
+      "Referrer-Policy": "no-referrer",
     });
   };
 }

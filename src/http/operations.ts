@@ -24,9 +24,13 @@ export function declaredSecurity(router: OpenAPIHono<any>, mountPath: string): (
         return [[`${method.toUpperCase()} ${routed}`, security ?? []]];
       }),
     );
-    // The handler is the last route matched; middleware is registered for every method (ALL).
-    const route = matchedRoutes(c).findLast((matched) => matched.method !== "ALL");
-    return route ? index.get(`${route.method} ${route.path}`) : undefined;
+    // The handler is the last operation matched: middleware is registered for every method
+    // (ALL), and the console's catch-all GET (`*`) follows every route.
+    for (const matched of matchedRoutes(c).toReversed()) {
+      const security = matched.method === "ALL" ? undefined : index.get(`${matched.method} ${matched.path}`);
+      if (security) return security;
+    }
+    return undefined;
   };
 }
 

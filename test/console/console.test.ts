@@ -4,7 +4,15 @@ import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { type Browser, chromium, type Locator, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startApp, type TestApp } from "../harness.ts";
+import {
+  invitationToken,
+  type Mailbox,
+  type Receiver,
+  startApp,
+  startMailbox,
+  startReceiver,
+  type TestApp,
+} from "../harness.ts";
 import { freePort } from "../ports.ts";
 
 /**
@@ -21,6 +29,8 @@ const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.mi
 
 describe("the console", () => {
   let app: TestApp;
+  let mailbox: Mailbox;
+  let receiver: Receiver;
   let browser: Browser;
   let page: Page;
   const problems: string[] = [];
@@ -61,7 +71,12 @@ describe("the console", () => {
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
     const port = await freePort();
+    mailbox = await startMailbox();
+    receiver = await startReceiver();
     app = await startApp({
+      SMTP_URL: mailbox.url,
+      BILLING_PROVIDER: "test",
+      ALLOW_PRIVATE_WEBHOOK_URLS: "true",
       PORT: String(port),
       PUBLIC_URL: `http://127.0.0.1:${port}`,
       RATE_LIMIT_PER_MINUTE: "100000",
@@ -91,6 +106,8 @@ describe("the console", () => {
   afterAll(async () => {
     await browser?.close();
     await app?.close();
+    await mailbox?.close();
+    await receiver?.close();
   });
 
   it("serves the console at every screen's URL, and never in place of the API", async () => {
@@ -249,6 +266,96 @@ describe("the console", () => {
     await button("Create alarm").click();
     await shows(page.getByRole("table", { name: "Alarms" }), "80%");
     await look("usage");
+  });
+
+  it("sends webhooks (a test send and its delivery), and tests an integration", async () => {
+    await link("Webhooks").click();
+    await field("Receiver URL").fill(`${receiver.url}/plinth`);
+    await button("Create webhook").click();
+    expect(await fieldValue(page.getByRole("region", { name: "Webhook signing secret" }).getByRole("textbox"))).toMatch(
+      /^whsec_/,
+    );
+    const hooks = page.getByRole("table", { name: "Webhooks" });
+    await hooks.getByRole("button", { name: "Send test" }).click();
+    await shows(page.getByRole("table", { name: "Deliveries" }), "webhook.test");
+    await shows(page.getByRole("table", { name: "Deliveries" }), "succeeded");
+    await field("Slack webhook URL").fill(`${receiver.url}/slack`);
+    await button("Add integration").click();
+    const integrations = page.getByRole("table", { name: "Integrations" });
+    await shows(integrations, "slack");
+    await integrations.getByRole("button", { name: "Send test" }).click();
+    await shows(page.getByRole("status"), "Test sent to slack: succeeded");
+    await look("webhooks");
+  });
+
+  it("changes the org's settings, sets up single sign-on and SCIM", async () => {
+    await link("Settings").click();
+    await field("Organization name").fill("Acme Inc");
+    await field("Webhook URL").fill(`${receiver.url}/all`);
+    await button("Save settings").click();
+    expect(
+      await fieldValue(page.getByRole("region", { name: "Webhook URL signing secret" }).getByRole("textbox")),
+    ).toMatch(/^whsec_/);
+    await page
+      .getByRole("combobox", { name: "Organization" })
+      .locator("option", { hasText: "Acme Inc" })
+      .waitFor({ state: "attached" });
+    // Single sign-on, saved disabled with its domain: the TXT record that proves it is shown.
+    await field("Protocol").selectOption("saml");
+    await field("IdP sign-in URL").fill("https://idp.example.com/sso");
+    await field("E-mail domain").fill("acme.example");
+    await button("Save single sign-on").click();
+    await shows(page.getByRole("region", { name: "Single sign-on" }), "_plinth-sso.acme.example");
+    await button("Create SCIM token").click();
+    expect(await fieldValue(page.getByRole("region", { name: "SCIM token" }).getByRole("textbox"))).toMatch(/^scim_/);
+    await look("settings");
+  });
+
+  it("buys a plan with the test provider, and lists its invoice", async () => {
+    await link("Billing").click();
+    await button("Choose Pro").click();
+    await shows(page.getByRole("status"), "Paid.");
+    await shows(page.getByRole("region", { name: "Subscription" }), "pro");
+    await shows(page.getByRole("table", { name: "Invoices" }), "paid");
+    await look("billing");
+  });
+
+  it("shows notifications, and marks them read", async () => {
+    await page.getByRole("link", { name: /^Notifications/ }).click();
+    await page.getByRole("heading", { name: "Notifications" }).waitFor();
+    await shows(page.getByRole("table", { name: "Notifications" }), /plan/i);
+    await button("Mark all read").click();
+    await page.getByRole("link", { name: "Notifications", exact: true }).waitFor();
+    await look("notifications");
+  });
+
+  it("lets an invitee accept the mailed invitation: sign up from the link, and join", async () => {
+    const since = mailbox.messages.length;
+    await link("Members").click();
+    await field("Email").fill("alan@example.test");
+    await field("Role").selectOption("developer");
+    await button("Invite").click();
+    const mail = await mailbox.waitFor("alan@example.test", since);
+    const invitee = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    invitee.on("pageerror", (error) => problems.push(`page error (invitee): ${error.message}`));
+    try {
+      await invitee.goto(`${app.url}/accept-invite?token=${encodeURIComponent(invitationToken(mail))}`);
+      await invitee.waitForURL(/\/sign-in\?next=/);
+      await invitee.getByRole("link", { name: "Create an account", exact: true }).click();
+      await invitee.getByLabel("Name", { exact: true }).fill("Alan Turing");
+      await invitee.getByLabel("Email", { exact: true }).fill("alan@example.test");
+      await invitee.getByLabel("Password", { exact: true }).fill("correct-horse-battery");
+      await invitee.getByRole("button", { name: "Create account", exact: true }).click();
+      await invitee.waitForURL(/\/accept-invite$/);
+      await invitee.screenshot({ path: path.join(SHOTS, "accept-invite.png"), fullPage: true });
+      await invitee.getByRole("button", { name: "Accept invitation", exact: true }).click();
+      await invitee.waitForURL(/\/orgs\/acme$/);
+      await invitee.getByRole("heading", { name: "Projects" }).waitFor();
+    } finally {
+      await invitee.close();
+    }
+    await page.reload();
+    await shows(page.getByRole("table", { name: "Members" }), "alan@example.test");
   });
 
   it("fits a 390 px wide screen", async () => {

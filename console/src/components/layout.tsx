@@ -1,11 +1,15 @@
 import type { ComponentChildren } from "preact";
+import { useEffect } from "preact/hooks";
 import { useLocation } from "preact-iso";
-import { account, orgs, signOut } from "../session.ts";
+import { account, loadUnread, orgs, signOut, unread } from "../session.ts";
 import { Button } from "./ui.tsx";
 
 /** The bar on every signed-in screen: the product, the org switcher, the account and Sign out. */
 function TopBar({ slug }: { slug?: string }) {
   const location = useLocation();
+  useEffect(() => {
+    if (slug) void loadUnread(slug).catch(() => undefined);
+  }, [slug]);
   return (
     <header class="topbar">
       <a class="brand" href="/">
@@ -32,6 +36,11 @@ function TopBar({ slug }: { slug?: string }) {
         </label>
       ) : null}
       <span class="spacer" />
+      {slug ? (
+        <a class="bell" href={`/orgs/${slug}/notifications`}>
+          Notifications{unread.value > 0 ? <span class="count"> ({unread.value} unread)</span> : null}
+        </a>
+      ) : null}
       <span class="who muted">{account.value?.email}</span>
       <Button
         onClick={async () => {
@@ -69,8 +78,11 @@ export function OrgLayout({ slug, children }: { slug: string; children: Componen
           </NavLink>
           <NavLink href={`${base}/members`}>Members</NavLink>
           <NavLink href={`${base}/keys`}>API keys</NavLink>
+          <NavLink href={`${base}/webhooks`}>Webhooks</NavLink>
           <NavLink href={`${base}/usage`}>Usage</NavLink>
+          <NavLink href={`${base}/billing`}>Billing</NavLink>
           <NavLink href={`${base}/audit`}>Audit log</NavLink>
+          <NavLink href={`${base}/settings`}>Settings</NavLink>
         </nav>
         <main>{children}</main>
       </div>

@@ -57,7 +57,10 @@ export function SignIn() {
         </Button>
       </form>
       <p>
-        New here? <a href="/sign-up">Create an account</a>
+        New here?{" "}
+        <a href={location.query.next ? `/sign-up?next=${encodeURIComponent(nextPath(location.query))}` : "/sign-up"}>
+          Create an account
+        </a>
       </p>
     </PlainLayout>
   );
@@ -80,7 +83,7 @@ export function SignUp() {
             await data(api.POST("/auth/sign-up/email", { body: { name, email, password } }));
             await loadSession();
           });
-          if (done) location.route("/");
+          if (done) location.route(nextPath(location.query));
         }}
       >
         <ProblemNote problem={action.problem} />
