@@ -429,6 +429,24 @@ describe("workspace users, files and their events", () => {
     for (const event of events()) expect(JSON.stringify(event.data)).not.toContain("scrypt");
   });
 
+  it("lists the workspace's users to its admins only, oldest first and paged, never with a password hash", async () => {
+    const signedUp = await ws("POST", "/auth/sign-up", {
+      body: { email: "lister@example.test", password: "long-enough-pw" },
+    });
+    expect(signedUp.status).toBe(201);
+    const listed = await ws("GET", "/users?limit=500", { token: adminToken });
+    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+    const emails = listed.body.users.map((user: { email: string }) => user.email);
+    expect(emails).toContain("lister@example.test");
+    expect(listed.body.users.length).toBeGreaterThanOrEqual(2);
+    for (const user of listed.body.users)
+      expect(Object.keys(user).sort()).toEqual(["createdAt", "email", "id", "updatedAt"]);
+    const first = await ws("GET", "/users?limit=1&offset=1", { token: adminToken });
+    expect(first.body.users).toEqual([listed.body.users[1]]);
+    expect((await ws("GET", "/users", { token: signedUp.body.token })).status).toBe(403);
+    expect((await ws("GET", "/users")).status).toBe(401);
+  });
+
   it("stores, lists, downloads and deletes files, raw or multipart, within MAX_FILE_BYTES", async () => {
     const raw = await fetch(`${app.url}/w/${projectId}/api/files?name=notes.txt`, {
       method: "POST",

@@ -16,6 +16,7 @@ import { ProjectData } from "./screens/project-data.tsx";
 import { Domains } from "./screens/project-domains.tsx";
 import { TenantErrors } from "./screens/project-errors.tsx";
 import { ProjectOverview } from "./screens/project-overview.tsx";
+import { WorkspaceWebhooks } from "./screens/project-webhooks.tsx";
 import { Projects } from "./screens/projects.tsx";
 import { Settings } from "./screens/settings.tsx";
 import { Usage } from "./screens/usage.tsx";
@@ -66,6 +67,7 @@ function Guard() {
       <Route path="/orgs/:slug/projects/:project/branches" component={Branches} />
       <Route path="/orgs/:slug/projects/:project/domains" component={Domains} />
       <Route path="/orgs/:slug/projects/:project/errors" component={TenantErrors} />
+      <Route path="/orgs/:slug/projects/:project/webhooks" component={WorkspaceWebhooks} />
       <Route default component={NotFound} />
     </Router>
   );

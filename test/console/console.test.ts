@@ -188,8 +188,21 @@ describe("the console", () => {
     await page.getByRole("heading", { name: "Backups" }).waitFor();
   });
 
-  it("manages the workspace's data: a collection, an item as JSON, a file", async () => {
+  it("manages the workspace's data: a collection, an item as JSON, a file, its users", async () => {
+    await link("Overview").click();
+    const projectId = (await page.locator("dd code").filter({ hasText: /^prj_/ }).textContent()) as string;
+    const signUp = await fetch(`${app.url}/w/${projectId}/api/auth/sign-up`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "reader@example.test", password: "long-enough-pw" }),
+    });
+    expect(signUp.status).toBe(201);
     await link("Data").click();
+    const users = page.getByRole("table", { name: "Workspace users" });
+    await shows(users, "reader@example.test");
+    await users.getByRole("button", { name: "Delete" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+    await shows(page.getByRole("region", { name: "Users" }), "No users have signed up yet.");
     await page.getByRole("textbox", { name: "Collection slug" }).fill("posts");
     await button("Create collection").click();
     await page.getByLabel("New item (JSON)").fill('{"title": "Hello from the console"}');
@@ -209,6 +222,22 @@ describe("the console", () => {
       .setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") });
     await shows(page.getByRole("table", { name: "Files" }), "notes.txt");
     await look("project-data");
+  });
+
+  it("sends the workspace's webhooks: a test send, its delivery, a retry", async () => {
+    await link("Workspace webhooks").click();
+    await field("Name").fill("receiver");
+    await field("Receiver URL").fill(`${receiver.url}/workspace`);
+    await button("Create webhook").click();
+    const hooks = page.getByRole("table", { name: "Workspace webhooks" });
+    await shows(hooks, "receiver");
+    await hooks.getByRole("button", { name: "Send test" }).click();
+    const deliveries = page.getByRole("table", { name: "Deliveries" });
+    await shows(deliveries, "webhook.test");
+    await shows(deliveries, "succeeded");
+    await deliveries.getByRole("button", { name: "Retry" }).first().click();
+    await shows(deliveries, "2");
+    await look("project-webhooks");
   });
 
   it("backs up and restores, with a confirmation", async () => {

@@ -115,6 +115,7 @@ export function ProjectLayout({
         <NavLink href={`${base}/branches`}>Branches</NavLink>
         <NavLink href={`${base}/domains`}>Domains</NavLink>
         <NavLink href={`${base}/errors`}>Errors</NavLink>
+        <NavLink href={`${base}/webhooks`}>Workspace webhooks</NavLink>
       </nav>
       {children}
     </OrgLayout>

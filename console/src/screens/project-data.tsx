@@ -44,6 +44,7 @@ export function ProjectData() {
             current.status === "active" ? (
               <>
                 <Collections projectId={current.id} />
+                <Users projectId={current.id} />
                 <Files projectId={current.id} />
               </>
             ) : (
@@ -356,6 +357,61 @@ function Files({ projectId }: { projectId: string }) {
               },
             ]}
           />
+        )}
+      </Loading>
+    </section>
+  );
+}
+
+function Users({ projectId }: { projectId: string }) {
+  const workspace = workspaceApi(projectId);
+  const [offset, setOffset] = useState(0);
+  const users = useLoad(
+    () => data(workspace.GET("/users", { params: { query: { limit: PAGE, offset } } })),
+    [projectId, offset],
+  );
+  const action = useAction();
+  return (
+    <section class="card" aria-labelledby="users">
+      <h2 id="users">Users</h2>
+      <p class="muted">The people who signed up to this project's workspace (its own users, not the organization's).</p>
+      <ProblemNote problem={action.problem} />
+      <Loading loaded={users}>
+        {({ users: list }) => (
+          <>
+            <Table
+              label="Workspace users"
+              rows={list}
+              empty="No users have signed up yet."
+              columns={[
+                { header: "Email", cell: (user) => user.email },
+                { header: "Signed up", cell: (user) => <When at={user.createdAt} /> },
+                {
+                  header: "Actions",
+                  cell: (user) => (
+                    <ConfirmButton
+                      label="Delete"
+                      question={`Delete ${user.email}? Their sessions end at once.`}
+                      onConfirm={() =>
+                        action.run(async () => {
+                          await data(workspace.DELETE("/users/{id}", { params: { path: { id: user.id } } }));
+                          users.reload();
+                        })
+                      }
+                    />
+                  ),
+                },
+              ]}
+            />
+            <div class="actions pager">
+              <Button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+                Previous users
+              </Button>
+              <Button disabled={list.length < PAGE} onClick={() => setOffset(offset + PAGE)}>
+                Next users
+              </Button>
+            </div>
+          </>
         )}
       </Loading>
     </section>

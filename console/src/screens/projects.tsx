@@ -82,6 +82,8 @@ function NewProject({
 }) {
   const [name, setName] = useState("");
   const [region, setRegion] = useState("");
+  const [template, setTemplate] = useState("");
+  const templates = useLoad(() => data(api.GET("/templates")), []);
   const action = useAction();
   return (
     <form
@@ -93,7 +95,11 @@ function NewProject({
           const answer = await data(
             api.POST("/org/{slug}/projects", {
               params: { path: { slug } },
-              body: { name, ...(region ? { region: region as (typeof REGIONS)[number] & string } : {}) } as never,
+              body: {
+                name,
+                ...(region ? { region: region as (typeof REGIONS)[number] & string } : {}),
+                ...(template ? { template } : {}),
+              } as never,
             }),
           );
           onCreated(answer);
@@ -118,6 +124,19 @@ function NewProject({
         problem={action.problem}
         options={REGIONS.map((code) => [code, code || "The organization's default"] as const)}
         onChange={(event) => setRegion(event.currentTarget.value)}
+      />
+      <Select
+        label="Template"
+        name="template"
+        value={template}
+        problem={action.problem}
+        options={[
+          ["", "The latest default"],
+          ...(templates.value?.templates ?? []).flatMap((entry) =>
+            entry.versions.map((version) => [`${entry.name}@${version}`, `${entry.name} ${version}`] as const),
+          ),
+        ]}
+        onChange={(event) => setTemplate(event.currentTarget.value)}
       />
       <div class="actions">
         <Button type="submit" variant="primary" busy={action.busy}>

@@ -87,7 +87,7 @@ export const SignUpInput = z
  * the answer to a right one differs (the policy is sign-up's).
  */
 export const SignInInput = SignUpInput.extend({ password: z.string().min(1).max(128) }).openapi("WorkspaceSignIn");
-const UserSchema = z
+export const UserSchema = z
   .object({ id: z.string(), email: z.string(), createdAt: z.string(), updatedAt: z.string() })
   .openapi("WorkspaceUser");
 export const SignedIn = z.object({

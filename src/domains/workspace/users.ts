@@ -138,6 +138,26 @@ export async function signOutUser({ ctx }: { ctx: WorkspaceCtx }): Promise<void>
 }
 
 /** Deletes a user and their sessions (admin). */
+/** The workspace's users, oldest first, paged (admin): never a password hash. */
+export async function listUsers({
+  ctx,
+  query: page = {},
+}: {
+  ctx: WorkspaceCtx;
+  query?: { limit?: number | undefined; offset?: number | undefined };
+}) {
+  requireAdmin(ctx, false);
+  const rows = (await ctx.db
+    .selectFrom("users")
+    .selectAll()
+    .orderBy("created_at")
+    .orderBy("id")
+    .limit(page.limit ?? 50)
+    .offset(page.offset ?? 0)
+    .execute()) as UserRow[];
+  return { users: rows.map(toUser) };
+}
+
 export async function deleteUser({ ctx, id }: { ctx: WorkspaceCtx; id: string }): Promise<void> {
   requireAdmin(ctx, true);
   await writeWithEvent(ctx, async (trx) => {

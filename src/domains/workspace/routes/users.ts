@@ -1,8 +1,18 @@
-import { createRoute } from "@hono/zod-openapi";
-import { createRouter } from "../../../http/router.ts";
-import { IdP } from "../schemas.ts";
-import { deleteUser } from "../users.ts";
+import { createRoute, z } from "@hono/zod-openapi";
+import { createRouter, jsonContent } from "../../../http/router.ts";
+import { IdP, Page, UserSchema } from "../schemas.ts";
+import { deleteUser, listUsers } from "../users.ts";
 import { adminOnly, errors, tags, type WorkspaceEnv, workspaceOf } from "./security.ts";
+
+const list = createRoute({
+  method: "get",
+  path: "/users",
+  tags,
+  summary: "The workspace's users, oldest first (admin): `limit`, `offset`",
+  security: adminOnly,
+  request: { query: Page },
+  responses: { 200: jsonContent(z.object({ users: z.array(UserSchema) }), "Users"), ...errors },
+});
 
 const remove = createRoute({
   method: "delete",
@@ -15,8 +25,10 @@ const remove = createRoute({
 });
 
 export function userRoutes() {
-  return createRouter<WorkspaceEnv>().openapi(remove, async (c) => {
-    await deleteUser({ ctx: workspaceOf(c), id: c.req.valid("param").id });
-    return c.body(null, 204);
-  });
+  return createRouter<WorkspaceEnv>()
+    .openapi(list, async (c) => c.json(await listUsers({ ctx: workspaceOf(c), query: c.req.valid("query") }), 200))
+    .openapi(remove, async (c) => {
+      await deleteUser({ ctx: workspaceOf(c), id: c.req.valid("param").id });
+      return c.body(null, 204);
+    });
 }
