@@ -3,6 +3,7 @@ import { LocationProvider, Route, Router, useLocation } from "preact-iso";
 import { ProblemNote } from "./components/ui.tsx";
 import { useLoad } from "./hooks.ts";
 import { AcceptInvite } from "./screens/accept-invite.tsx";
+import { AccountScreen } from "./screens/account.tsx";
 import { AuditLog } from "./screens/audit.tsx";
 import { SignIn, SignUp } from "./screens/auth.tsx";
 import { Billing } from "./screens/billing.tsx";
@@ -51,6 +52,7 @@ function Guard() {
       <Route path="/sign-up" component={SignUp} />
       <Route path="/" component={Home} />
       <Route path="/orgs/new" component={NewOrg} />
+      <Route path="/account" component={AccountScreen} />
       <Route path="/accept-invite" component={AcceptInvite} />
       <Route path="/orgs/:slug" component={Projects} />
       <Route path="/orgs/:slug/members" component={Members} />

@@ -41,7 +41,9 @@ function TopBar({ slug }: { slug?: string }) {
           Notifications{unread.value > 0 ? <span class="count"> ({unread.value} unread)</span> : null}
         </a>
       ) : null}
-      <span class="who muted">{account.value?.email}</span>
+      <a class="who" href="/account">
+        {account.value?.email}
+      </a>
       <Button
         onClick={async () => {
           await signOut();

@@ -52,9 +52,23 @@ export function SignIn() {
           problem={action.problem}
           onInput={(event) => setPassword(event.currentTarget.value)}
         />
-        <Button type="submit" variant="primary" busy={action.busy}>
-          Sign in
-        </Button>
+        <div class="actions">
+          <Button type="submit" variant="primary" busy={action.busy}>
+            Sign in
+          </Button>
+          <Button
+            busy={action.busy}
+            onClick={() =>
+              action.run(async () => {
+                const { url } = await data(api.POST("/auth/sso/lookup", { body: { email } }));
+                // Off to the organization's identity provider, which brings the person back signed in.
+                window.location.assign(url);
+              })
+            }
+          >
+            Use single sign-on
+          </Button>
+        </div>
       </form>
       <p>
         New here?{" "}

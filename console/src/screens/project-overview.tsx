@@ -2,7 +2,19 @@ import { useState } from "preact/hooks";
 import { useLocation, useRoute } from "preact-iso";
 import { api, data } from "../api.ts";
 import { ProjectLayout } from "../components/layout.tsx";
-import { Badge, Button, ConfirmButton, Loading, Page, ProblemNote, Secret, When } from "../components/ui.tsx";
+import {
+  Badge,
+  Button,
+  ConfirmButton,
+  Field,
+  Loading,
+  Page,
+  ProblemNote,
+  Secret,
+  Select,
+  Table,
+  When,
+} from "../components/ui.tsx";
 import { useAction, useInterval, useLoad } from "../hooks.ts";
 
 /** The route's org and project, as a path for the SDK. */
@@ -82,6 +94,15 @@ export function ProjectOverview() {
                 <When at={current.createdAt} />
               </dd>
             </dl>
+            <ProjectDetails
+              key={current.updatedAt}
+              slug={slug}
+              path={path}
+              name={current.name}
+              environment={current.environment}
+              onSaved={loaded.reload}
+            />
+            <Deploys slug={slug} path={path} />
             <section class="card" aria-labelledby="admin-token">
               <h2 id="admin-token">Workspace admin token</h2>
               <p class="muted">
@@ -145,5 +166,93 @@ export function ProjectOverview() {
         )}
       </Loading>
     </ProjectLayout>
+  );
+}
+
+type ProjectPath = { slug: string; projectSlug: string };
+
+/** A project's name and environment, changed in place. */
+function ProjectDetails({
+  path,
+  name: current,
+  environment: currentEnvironment,
+  onSaved,
+}: {
+  slug: string;
+  path: ProjectPath;
+  name: string;
+  environment: "production" | "staging" | "development";
+  onSaved(): void;
+}) {
+  const [name, setName] = useState(current);
+  const [environment, setEnvironment] = useState(currentEnvironment);
+  const action = useAction();
+  return (
+    <form
+      class="form inline card"
+      aria-label="Project details"
+      onSubmit={async (event) => {
+        event.preventDefault();
+        const done = await action.run(() =>
+          data(api.PATCH("/org/{slug}/projects/{projectSlug}", { params: { path }, body: { name, environment } })),
+        );
+        if (done) onSaved();
+      }}
+    >
+      <ProblemNote problem={action.problem} />
+      <Field
+        label="Project name"
+        name="name"
+        required
+        minLength={2}
+        maxLength={60}
+        value={name}
+        problem={action.problem}
+        onInput={(event) => setName(event.currentTarget.value)}
+      />
+      <Select
+        label="Environment"
+        name="environment"
+        value={environment}
+        problem={action.problem}
+        options={["production", "staging", "development"]}
+        onChange={(event) => setEnvironment(event.currentTarget.value as typeof environment)}
+      />
+      <Button type="submit" busy={action.busy}>
+        Save details
+      </Button>
+    </form>
+  );
+}
+
+/** What was done to the project's workspace: provisions, upgrades, resumes, restores. */
+function Deploys({ slug, path }: { slug: string; path: ProjectPath }) {
+  const deploys = useLoad(
+    () => data(api.GET("/org/{slug}/projects/{projectSlug}/deploys", { params: { path } })),
+    [slug, path.projectSlug],
+  );
+  return (
+    <section class="card" aria-labelledby="deploys">
+      <h2 id="deploys">Deploys</h2>
+      <Loading loaded={deploys}>
+        {({ deploys: list }) => (
+          <Table
+            label="Deploys"
+            rows={list}
+            empty="Nothing deployed yet."
+            columns={[
+              { header: "When", cell: (deploy) => <When at={deploy.createdAt} /> },
+              { header: "Kind", cell: (deploy) => deploy.kind },
+              { header: "Status", cell: (deploy) => <Badge status={deploy.status} /> },
+              {
+                header: "Template",
+                cell: (deploy) => [deploy.fromVersion, deploy.toVersion].filter(Boolean).join(" → "),
+              },
+              { header: "Error", cell: (deploy) => deploy.error ?? "" },
+            ]}
+          />
+        )}
+      </Loading>
+    </section>
   );
 }

@@ -60,6 +60,7 @@ function OrgWebhooks({ slug }: { slug: string }) {
   const [events, setEvents] = useState("*");
   const [secret, setSecret] = useState<string | null>(null);
   const [open, setOpen] = useState<Webhook | null>(null);
+  const [editing, setEditing] = useState<{ id: string; url: string; events: string } | null>(null);
   return (
     <section class="card" aria-labelledby="org-webhooks">
       <h2 id="org-webhooks">Webhooks</h2>
@@ -104,6 +105,49 @@ function OrgWebhooks({ slug }: { slug: string }) {
       </form>
       {secret ? <Secret label="Webhook signing secret" value={secret} /> : null}
       <ProblemNote problem={action.problem} />
+      {editing ? (
+        <form
+          class="form inline card"
+          aria-label="Edit a webhook"
+          onSubmit={async (event) => {
+            event.preventDefault();
+            const done = await action.run(() =>
+              data(
+                api.PATCH("/org/{slug}/webhooks/{id}", {
+                  params: { path: { slug, id: editing.id } },
+                  body: { url: editing.url, events: patterns(editing.events) },
+                }),
+              ),
+            );
+            if (done) {
+              setEditing(null);
+              hooks.reload();
+            }
+          }}
+        >
+          <Field
+            label="New receiver URL"
+            name="url"
+            type="url"
+            required
+            value={editing.url}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, url: event.currentTarget.value })}
+          />
+          <Field
+            label="New events"
+            name="events"
+            required
+            value={editing.events}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, events: event.currentTarget.value })}
+          />
+          <Button type="submit" variant="primary" busy={action.busy}>
+            Save webhook
+          </Button>
+          <Button onClick={() => setEditing(null)}>Cancel</Button>
+        </form>
+      ) : null}
       <Loading loaded={hooks}>
         {({ webhooks }) => (
           <Table
@@ -128,6 +172,9 @@ function OrgWebhooks({ slug }: { slug: string }) {
                 header: "Actions",
                 cell: (hook) => (
                   <span class="actions">
+                    <Button onClick={() => setEditing({ id: hook.id, url: hook.url, events: hook.events.join(", ") })}>
+                      Edit
+                    </Button>
                     <Button onClick={() => setOpen(hook)}>Deliveries</Button>
                     <Button
                       onClick={() =>
@@ -222,6 +269,7 @@ function Integrations({ slug }: { slug: string }) {
   const [config, setConfig] = useState<Record<string, string>>({});
   const [events, setEvents] = useState("");
   const [tested, setTested] = useState<string | null>(null);
+  const [editing, setEditing] = useState<{ integration: Integration; events: string } | null>(null);
   return (
     <section class="card" aria-labelledby="integrations">
       <h2 id="integrations">Integrations</h2>
@@ -281,6 +329,40 @@ function Integrations({ slug }: { slug: string }) {
       </form>
       {tested ? <p role="status">{tested}</p> : null}
       <ProblemNote problem={action.problem} />
+      {editing ? (
+        <form
+          class="form inline card"
+          aria-label="Edit an integration"
+          onSubmit={async (event) => {
+            event.preventDefault();
+            const done = await action.run(() =>
+              data(
+                api.PATCH("/org/{slug}/integrations/{id}", {
+                  params: { path: { slug, id: editing.integration.id } },
+                  body: { events: editing.events.trim() ? patterns(editing.events) : null },
+                }),
+              ),
+            );
+            if (done) {
+              setEditing(null);
+              integrations.reload();
+            }
+          }}
+        >
+          <Field
+            label={`Events of ${editing.integration.kind}`}
+            name="events"
+            hint="Empty: every event"
+            value={editing.events}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, events: event.currentTarget.value })}
+          />
+          <Button type="submit" variant="primary" busy={action.busy}>
+            Save integration
+          </Button>
+          <Button onClick={() => setEditing(null)}>Cancel</Button>
+        </form>
+      ) : null}
       <Loading loaded={integrations}>
         {({ integrations: list }) => (
           <Table
@@ -298,6 +380,9 @@ function Integrations({ slug }: { slug: string }) {
                 header: "Actions",
                 cell: (integration: Integration) => (
                   <span class="actions">
+                    <Button onClick={() => setEditing({ integration, events: integration.events?.join(", ") ?? "" })}>
+                      Edit
+                    </Button>
                     <Button
                       onClick={() =>
                         action.run(async () => {
