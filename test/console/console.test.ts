@@ -243,6 +243,10 @@ describe("the console", () => {
     await button("Create webhook").click();
     const hooks = page.getByRole("table", { name: "Workspace webhooks" });
     await shows(hooks, "receiver");
+    await hooks.getByRole("button", { name: "Edit" }).click();
+    await field("New events").fill("items, files");
+    await button("Save webhook").click();
+    await shows(hooks, "items, files");
     await hooks.getByRole("button", { name: "Send test" }).click();
     const deliveries = page.getByRole("table", { name: "Deliveries" });
     await shows(deliveries, "webhook.test");
@@ -353,6 +357,11 @@ describe("the console", () => {
     await shows(page.getByRole("region", { name: "Single sign-on" }), "_plinth-sso.acme.example");
     await button("Create SCIM token").click();
     expect(await fieldValue(page.getByRole("region", { name: "SCIM token" }).getByRole("textbox"))).toMatch(/^scim_/);
+    await button("Export all projects").click();
+    const dump = page.getByRole("list", { name: "Dumps" }).getByRole("link").first();
+    await dump.waitFor();
+    const [download] = await Promise.all([page.waitForEvent("download"), dump.click()]);
+    expect(download.suggestedFilename()).toMatch(/^storefront-.*\.sql$/);
     await look("settings");
   });
 

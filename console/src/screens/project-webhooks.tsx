@@ -42,6 +42,7 @@ function Hooks({ projectId }: { projectId: string }) {
   const [events, setEvents] = useState("items");
   const [secret, setSecret] = useState("");
   const [open, setOpen] = useState<WorkspaceWebhook | null>(null);
+  const [editing, setEditing] = useState<{ id: string; name: string; url: string; events: string } | null>(null);
   return (
     <>
       <form
@@ -113,6 +114,64 @@ function Hooks({ projectId }: { projectId: string }) {
         </Button>
       </form>
       <ProblemNote problem={action.problem} />
+      {editing ? (
+        <form
+          class="form inline card"
+          aria-label="Edit a workspace webhook"
+          onSubmit={async (event) => {
+            event.preventDefault();
+            const done = await action.run(() =>
+              data(
+                workspace.PATCH("/webhooks/{id}", {
+                  params: { path: { id: editing.id } },
+                  body: {
+                    name: editing.name,
+                    url: editing.url,
+                    events: editing.events
+                      .split(",")
+                      .map((pattern) => pattern.trim())
+                      .filter(Boolean),
+                  },
+                }),
+              ),
+            );
+            if (done) {
+              setEditing(null);
+              hooks.reload();
+            }
+          }}
+        >
+          <Field
+            label="New name"
+            name="name"
+            required
+            value={editing.name}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, name: event.currentTarget.value })}
+          />
+          <Field
+            label="New receiver URL"
+            name="url"
+            type="url"
+            required
+            value={editing.url}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, url: event.currentTarget.value })}
+          />
+          <Field
+            label="New events"
+            name="events"
+            required
+            value={editing.events}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, events: event.currentTarget.value })}
+          />
+          <Button type="submit" variant="primary" busy={action.busy}>
+            Save webhook
+          </Button>
+          <Button onClick={() => setEditing(null)}>Cancel</Button>
+        </form>
+      ) : null}
       <Loading loaded={hooks}>
         {({ webhooks }) => (
           <Table
@@ -129,6 +188,13 @@ function Hooks({ projectId }: { projectId: string }) {
                 header: "Actions",
                 cell: (hook) => (
                   <span class="actions">
+                    <Button
+                      onClick={() =>
+                        setEditing({ id: hook.id, name: hook.name, url: hook.url, events: hook.events.join(", ") })
+                      }
+                    >
+                      Edit
+                    </Button>
                     <Button onClick={() => setOpen(hook)}>Deliveries</Button>
                     <Button
                       onClick={() =>

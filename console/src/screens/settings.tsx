@@ -18,6 +18,7 @@ export function Settings() {
         <Loading loaded={overview}>{({ org }) => <OrgSettings org={org} />}</Loading>
         <SingleSignOn slug={slug} />
         <Scim slug={slug} />
+        <Export slug={slug} />
         <DangerZone slug={slug} />
       </Page>
     </OrgLayout>
@@ -385,6 +386,47 @@ function Scim({ slug }: { slug: string }) {
           </>
         )}
       </Loading>
+    </section>
+  );
+}
+
+/** Every project's workspace as plain SQL, each dump a download. */
+function Export({ slug }: { slug: string }) {
+  const action = useAction();
+  const [dumps, setDumps] = useState<{ projects: { slug: string; filename: string }[]; exportedAt: string } | null>(
+    null,
+  );
+  return (
+    <section class="card" aria-labelledby="export">
+      <h2 id="export">Export</h2>
+      <p class="muted">Every project's workspace as a plain SQL dump that loads into SQLite or PostgreSQL.</p>
+      <ProblemNote problem={action.problem} />
+      <Button
+        busy={action.busy}
+        onClick={() =>
+          action.run(async () => setDumps(await data(api.POST("/org/{slug}/export", { params: { path: { slug } } }))))
+        }
+      >
+        Export all projects
+      </Button>
+      {dumps ? (
+        dumps.projects.length === 0 ? (
+          <p class="empty">No projects to export.</p>
+        ) : (
+          <ul class="downloads" aria-label="Dumps">
+            {dumps.projects.map((dump) => (
+              <li key={dump.filename}>
+                <a
+                  href={`/api/org/${encodeURIComponent(slug)}/exports/${encodeURIComponent(dump.filename)}`}
+                  download={dump.filename}
+                >
+                  {dump.slug}: {dump.filename}
+                </a>
+              </li>
+            ))}
+          </ul>
+        )
+      ) : null}
     </section>
   );
 }
