@@ -162,6 +162,7 @@ describe("the console", () => {
     await button("Use single sign-on").click();
     await shows(page.getByRole("alert"), /no single sign-on/i);
     await link("Create an account").click();
+    await look("sign-up");
     await field("Name").fill("Ada Lovelace");
     await field("Email").fill("ada@example.test");
     await field("Password").fill("correct-horse-battery");
@@ -283,6 +284,8 @@ describe("the console", () => {
     await field("Hostname").fill("shop.example.com");
     await button("Add domain").click();
     await shows(page.getByRole("table", { name: "Domains" }), "_plinth-challenge.shop.example.com");
+    await button("Copy the TXT record value of shop.example.com").click();
+    await shows(page.getByRole("table", { name: "Domains" }), "Copied");
     await look("project-domains");
     await link("Errors").click();
     await page.getByRole("heading", { name: "Errors" }).waitFor();
@@ -424,11 +427,20 @@ describe("the console", () => {
 
   it("fits a 390 px wide screen", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    await link("Projects").click();
-    await page.getByRole("heading", { name: "Projects" }).waitFor();
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    expect(overflow).toBeLessThanOrEqual(0);
-    await look("projects-390px");
+    for (const [route, heading] of [
+      ["/orgs/acme", "Projects"],
+      ["/orgs/acme/projects/storefront", "Storefront"],
+      ["/orgs/acme/projects/storefront/data", "Data"],
+      ["/orgs/acme/members", "Members"],
+      ["/orgs/acme/usage", "Usage"],
+      ["/orgs/acme/settings", "Settings"],
+    ] as const) {
+      await page.goto(`${app.url}${route}`);
+      await page.getByRole("heading", { name: heading, exact: true }).waitFor();
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, route).toBeLessThanOrEqual(0);
+      await look(`390px${route.replaceAll("/", "-")}`);
+    }
     await page.setViewportSize({ width: 1280, height: 860 });
   });
 

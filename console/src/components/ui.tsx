@@ -288,3 +288,22 @@ export function When({ at }: { at: string | null | undefined }) {
   const date = new Date(at);
   return <time dateTime={at}>{date.toLocaleString()}</time>;
 }
+
+/** A value to put elsewhere (a DNS record, a URL): shown, with a button that copies it. */
+export function Copyable({ label, value }: { label: string; value: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <span class="copyable">
+      <code>{value}</code>
+      <Button
+        onClick={async () => {
+          await navigator.clipboard?.writeText(value).catch(() => undefined);
+          setCopied(true);
+        }}
+      >
+        {copied ? "Copied" : "Copy"}
+        <span class="visually-hidden"> {label}</span>
+      </Button>
+    </span>
+  );
+}

@@ -1,7 +1,18 @@
 import { useState } from "preact/hooks";
 import { api, data } from "../api.ts";
 import { ProjectLayout } from "../components/layout.tsx";
-import { Badge, Button, ConfirmButton, Field, Loading, Page, ProblemNote, Table, When } from "../components/ui.tsx";
+import {
+  Badge,
+  Button,
+  ConfirmButton,
+  Copyable,
+  Field,
+  Loading,
+  Page,
+  ProblemNote,
+  Table,
+  When,
+} from "../components/ui.tsx";
 import { useAction, useLoad } from "../hooks.ts";
 import { useProjectPath } from "./project-overview.tsx";
 
@@ -60,8 +71,11 @@ export function Domains() {
                   header: "TXT record",
                   cell: (domain) => (
                     <span class="stack">
-                      <code>{domain.verification.name}</code>
-                      <code>{domain.verification.value}</code>
+                      <Copyable label={`the TXT record name of ${domain.hostname}`} value={domain.verification.name} />
+                      <Copyable
+                        label={`the TXT record value of ${domain.hostname}`}
+                        value={domain.verification.value}
+                      />
                     </span>
                   ),
                 },
