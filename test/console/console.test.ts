@@ -186,6 +186,9 @@ describe("the console", () => {
     await page.waitForURL(/\/orgs\/acme\/projects\/storefront$/);
     await page.getByRole("heading", { name: "Storefront" }).waitFor();
     await shows(page.getByRole("table", { name: "Deploys" }), "provision");
+    await field("Template version").selectOption({ index: 1 });
+    await button("Upgrade template").click();
+    await shows(page.getByRole("region", { name: "Template" }), /Upgraded|Already current|failed/);
     await look("project-overview");
   });
 
@@ -241,6 +244,7 @@ describe("the console", () => {
     await link("Workspace webhooks").click();
     await field("Name").fill("receiver");
     await field("Receiver URL").fill(`${receiver.url}/workspace`);
+    await field("Custom headers").fill("X-Team: blue");
     await button("Create webhook").click();
     const hooks = page.getByRole("table", { name: "Workspace webhooks" });
     await shows(hooks, "receiver");
@@ -252,6 +256,7 @@ describe("the console", () => {
     const deliveries = page.getByRole("table", { name: "Deliveries" });
     await shows(deliveries, "webhook.test");
     await shows(deliveries, "succeeded");
+    expect(receiver.requests.find((request) => request.path === "/workspace")?.headers["x-team"]).toBe("blue");
     await deliveries.getByRole("button", { name: "Retry" }).first().click();
     await shows(deliveries, "2");
     await look("project-webhooks");
@@ -300,6 +305,9 @@ describe("the console", () => {
     await look("members");
     await link("API keys").click();
     await field("Key name").fill("ci");
+    await page.getByText("Choose MCP tools").click();
+    await page.getByRole("checkbox", { name: /list_projects/ }).check();
+    expect(await field("MCP tools").inputValue()).toBe("list_projects");
     await button("Create key").click();
     expect(await fieldValue(page.getByRole("region", { name: "API key token" }).getByRole("textbox"))).toMatch(/^pak_/);
     await shows(page.getByRole("table", { name: "API keys" }), "ci");
@@ -337,6 +345,13 @@ describe("the console", () => {
     await shows(integrations, "slack");
     await integrations.getByRole("button", { name: "Send test" }).click();
     await shows(page.getByRole("status"), "Test sent to slack: succeeded");
+    // Pointed elsewhere in place: the config whole, the new address in it.
+    await integrations.getByRole("button", { name: "Edit" }).click();
+    await field("New slack webhook URL").fill(`${receiver.url}/slack-moved`);
+    await button("Save integration").click();
+    await integrations.getByRole("button", { name: "Send test" }).click();
+    await shows(page.getByRole("status"), "Test sent to slack: succeeded");
+    expect(receiver.requests.some((request) => request.path === "/slack-moved")).toBe(true);
     await look("webhooks");
   });
 
@@ -358,6 +373,7 @@ describe("the console", () => {
     await field("E-mail domain").fill("acme.example");
     await button("Save single sign-on").click();
     await shows(page.getByRole("region", { name: "Single sign-on" }), "_plinth-sso.acme.example");
+    await field("Or the IdP's metadata XML").waitFor();
     await button("Create SCIM token").click();
     expect(await fieldValue(page.getByRole("region", { name: "SCIM token" }).getByRole("textbox"))).toMatch(/^scim_/);
     await button("Export all projects").click();
@@ -405,6 +421,14 @@ describe("the console", () => {
       await invitee.getByRole("button", { name: "Create account", exact: true }).click();
       await invitee.waitForURL(/\/accept-invite$/);
       await invitee.screenshot({ path: path.join(SHOTS, "accept-invite.png"), fullPage: true });
+      await invitee.evaluate(AXE);
+      const violations = await invitee.evaluate(async () => {
+        const result = await (window as any).axe.run(document, { resultTypes: ["violations"] });
+        return (result.violations as { id: string; impact: string }[])
+          .filter((violation) => violation.impact === "serious" || violation.impact === "critical")
+          .map((violation) => violation.id);
+      });
+      expect(violations, "axe on accept-invite").toEqual([]);
       await invitee.getByRole("button", { name: "Accept invitation", exact: true }).click();
       await invitee.waitForURL(/\/orgs\/acme$/);
       await invitee.getByRole("heading", { name: "Projects" }).waitFor();

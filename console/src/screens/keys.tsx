@@ -102,6 +102,7 @@ export function Keys() {
             problem={create.problem}
             onInput={(event) => setTools(event.currentTarget.value)}
           />
+          <ToolPicker chosen={tools} onChange={setTools} />
           <Button type="submit" variant="primary" busy={create.busy}>
             Create key
           </Button>
@@ -143,5 +144,44 @@ export function Keys() {
         </Loading>
       </Page>
     </OrgLayout>
+  );
+}
+
+/** The MCP tools (`GET /api/mcp/tools`) as checkboxes that fill the comma-separated field. */
+function ToolPicker({ chosen, onChange }: { chosen: string; onChange(text: string): void }) {
+  const tools = useLoad(() => data(api.GET("/mcp/tools")), []);
+  const names = chosen
+    .split(",")
+    .map((name) => name.trim())
+    .filter(Boolean);
+  return (
+    <details class="picker">
+      <summary>Choose MCP tools</summary>
+      <Loading loaded={tools}>
+        {({ tools: list }) => (
+          <fieldset class="tool-list">
+            <legend class="visually-hidden">MCP tools</legend>
+            {list.map((tool) => (
+              <label key={tool.name} class="tool" title={tool.description}>
+                <input
+                  type="checkbox"
+                  checked={names.includes(tool.name)}
+                  onChange={(event) =>
+                    onChange(
+                      (event.currentTarget.checked
+                        ? [...names, tool.name]
+                        : names.filter((name) => name !== tool.name)
+                      ).join(", "),
+                    )
+                  }
+                />{" "}
+                <code>{tool.name}</code>
+                {tool.readOnlyHint ? <span class="muted"> (reads)</span> : null}
+              </label>
+            ))}
+          </fieldset>
+        )}
+      </Loading>
+    </details>
   );
 }

@@ -35,6 +35,8 @@ export function ProjectOverview() {
   const action = useAction();
   const [token, setToken] = useState<string | null>(null);
   const [upgrade, setUpgrade] = useState<string | null>(null);
+  const [version, setVersion] = useState("");
+  const templates = useLoad(() => data(api.GET("/templates")), []);
   const lifecycle = (kind: "pause" | "resume" | "provision-retry") =>
     action.run(async () => {
       if (kind === "pause") await data(api.POST("/org/{slug}/projects/{projectSlug}/pause", { params: { path } }));
@@ -126,14 +128,28 @@ export function ProjectOverview() {
             </section>
             <section class="card" aria-labelledby="template">
               <h2 id="template">Template</h2>
-              <p class="muted">Migrate the workspace to the template's latest version, inside one transaction.</p>
+              <p class="muted">Migrate the workspace forward to a version of its template, inside one transaction.</p>
               {upgrade ? <p role="status">{upgrade}</p> : null}
+              <Select
+                label="Template version"
+                name="version"
+                value={version}
+                options={[
+                  ["", "The latest"],
+                  ...[...new Set((templates.value?.templates ?? []).flatMap((entry) => entry.versions))].map(
+                    (candidate) => [candidate, candidate] as const,
+                  ),
+                ]}
+                onChange={(event) => setVersion(event.currentTarget.value)}
+              />
               <Button
                 busy={action.busy}
                 onClick={() =>
                   action.run(async () => {
                     const answer = await data(
-                      api.POST("/org/{slug}/projects/{projectSlug}/upgrade", { params: { path } }),
+                      api.POST("/org/{slug}/projects/{projectSlug}/upgrade", {
+                        params: { path, ...(version ? { query: { version } } : {}) },
+                      }),
                     );
                     setUpgrade(
                       answer.status === "upgraded"

@@ -6,6 +6,62 @@ import { Badge, Button, ConfirmButton, Field, Loading, Page, ProblemNote, Table,
 import { useAction, useLoad } from "../hooks.ts";
 import { useProjectPath } from "./project-overview.tsx";
 
+/** `Name: value` lines as a header map; null for none. */
+function headersOf(text: string): Record<string, string> | null {
+  const entries = text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .map((line) => {
+      const colon = line.indexOf(":");
+      return colon < 0 ? [line, ""] : [line.slice(0, colon).trim(), line.slice(colon + 1).trim()];
+    });
+  return entries.length > 0 ? Object.fromEntries(entries) : null;
+}
+
+const linesOf = (headers: Record<string, string>) =>
+  Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}`)
+    .join("\n");
+
+const fieldsOf = (text: string) => {
+  const fields = text
+    .split(",")
+    .map((field) => field.trim())
+    .filter(Boolean);
+  return fields.length > 0 ? fields : null;
+};
+
+function Lines({
+  label,
+  name,
+  value,
+  hint,
+  onInput,
+}: {
+  label: string;
+  name: string;
+  value: string;
+  hint: string;
+  onInput(text: string): void;
+}) {
+  return (
+    <div class="field">
+      <label for={`lines-${name}`}>{label}</label>
+      <textarea
+        id={`lines-${name}`}
+        rows={2}
+        aria-describedby={`lines-${name}-note`}
+        value={value}
+        onInput={(event) => onInput(event.currentTarget.value)}
+      />
+      <div id={`lines-${name}-note`} class="hint">
+        {hint}
+      </div>
+    </div>
+  );
+}
+
 /** `/orgs/:slug/projects/:project/webhooks`: the workspace's webhooks, their deliveries, retries. */
 export function WorkspaceWebhooks() {
   const { slug, project, path } = useProjectPath();
@@ -41,8 +97,19 @@ function Hooks({ projectId }: { projectId: string }) {
   const [url, setUrl] = useState("");
   const [events, setEvents] = useState("items");
   const [secret, setSecret] = useState("");
+  const [headers, setHeaders] = useState("");
+  const [payloadFields, setPayloadFields] = useState("");
   const [open, setOpen] = useState<WorkspaceWebhook | null>(null);
-  const [editing, setEditing] = useState<{ id: string; name: string; url: string; events: string } | null>(null);
+  const [editing, setEditing] = useState<{
+    id: string;
+    name: string;
+    url: string;
+    events: string;
+    headers: string;
+    payloadFields: string;
+    secret: string;
+    dropSecret: boolean;
+  } | null>(null);
   return (
     <>
       <form
@@ -61,6 +128,8 @@ function Hooks({ projectId }: { projectId: string }) {
                     .map((pattern) => pattern.trim())
                     .filter(Boolean),
                   ...(secret ? { secret } : {}),
+                  headers: headersOf(headers),
+                  payloadFields: fieldsOf(payloadFields),
                 },
               }),
             ),
@@ -69,6 +138,8 @@ function Hooks({ projectId }: { projectId: string }) {
             setName("");
             setUrl("");
             setSecret("");
+            setHeaders("");
+            setPayloadFields("");
             hooks.reload();
           }
         }}
@@ -109,6 +180,21 @@ function Hooks({ projectId }: { projectId: string }) {
           problem={create.problem}
           onInput={(event) => setSecret(event.currentTarget.value)}
         />
+        <Lines
+          label="Custom headers"
+          name="headers"
+          hint="One Name: value per line, sent with every delivery (values are masked when read)"
+          value={headers}
+          onInput={setHeaders}
+        />
+        <Field
+          label="Payload fields"
+          name="payloadFields"
+          hint="Comma-separated top-level keys of data to send; empty: all"
+          value={payloadFields}
+          problem={create.problem}
+          onInput={(event) => setPayloadFields(event.currentTarget.value)}
+        />
         <Button type="submit" variant="primary" busy={create.busy}>
           Create webhook
         </Button>
@@ -131,6 +217,10 @@ function Hooks({ projectId }: { projectId: string }) {
                       .split(",")
                       .map((pattern) => pattern.trim())
                       .filter(Boolean),
+                    // Masked values sent back as read keep the stored ones (a new url needs them all again).
+                    headers: headersOf(editing.headers),
+                    payloadFields: fieldsOf(editing.payloadFields),
+                    ...(editing.dropSecret ? { secret: null } : editing.secret ? { secret: editing.secret } : {}),
                   },
                 }),
               ),
@@ -166,6 +256,38 @@ function Hooks({ projectId }: { projectId: string }) {
             problem={action.problem}
             onInput={(event) => setEditing({ ...editing, events: event.currentTarget.value })}
           />
+          <Lines
+            label="New custom headers"
+            name="edit-headers"
+            hint="One Name: value per line; a masked value kept as read keeps the stored one"
+            value={editing.headers}
+            onInput={(text) => setEditing({ ...editing, headers: text })}
+          />
+          <Field
+            label="New payload fields"
+            name="payloadFields"
+            value={editing.payloadFields}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, payloadFields: event.currentTarget.value })}
+          />
+          <Field
+            label="New signing secret"
+            name="secret"
+            type="password"
+            hint="Empty: unchanged"
+            value={editing.secret}
+            problem={action.problem}
+            onInput={(event) => setEditing({ ...editing, secret: event.currentTarget.value })}
+          />
+          <div class="field checkbox">
+            <input
+              id="drop-secret"
+              type="checkbox"
+              checked={editing.dropSecret}
+              onChange={(event) => setEditing({ ...editing, dropSecret: event.currentTarget.checked })}
+            />
+            <label for="drop-secret">Send unsigned (remove the secret)</label>
+          </div>
           <Button type="submit" variant="primary" busy={action.busy}>
             Save webhook
           </Button>
@@ -190,7 +312,16 @@ function Hooks({ projectId }: { projectId: string }) {
                   <span class="actions">
                     <Button
                       onClick={() =>
-                        setEditing({ id: hook.id, name: hook.name, url: hook.url, events: hook.events.join(", ") })
+                        setEditing({
+                          id: hook.id,
+                          name: hook.name,
+                          url: hook.url,
+                          events: hook.events.join(", "),
+                          headers: linesOf(hook.headers),
+                          payloadFields: hook.payloadFields?.join(", ") ?? "",
+                          secret: "",
+                          dropSecret: false,
+                        })
                       }
                     >
                       Edit

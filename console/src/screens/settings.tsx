@@ -142,7 +142,12 @@ function SsoForm({ slug, current, onSaved }: { slug: string; current: SsoConfig 
   const [domain, setDomain] = useState(current?.emailDomain ?? "");
   const [role, setRole] = useState<string>(current?.defaultRole ?? "viewer");
   const [config, setConfig] = useState<Record<string, string>>(
-    Object.fromEntries(Object.entries(current?.config ?? {}).map(([key, value]) => [key, String(value ?? "")])),
+    Object.fromEntries(
+      Object.entries(current?.config ?? {}).map(([key, value]) => [
+        key,
+        Array.isArray(value) ? value.join(", ") : String(value ?? ""),
+      ]),
+    ),
   );
   const action = useAction();
   const set = (key: string) => (value: string) => setConfig({ ...config, [key]: value });
@@ -156,16 +161,23 @@ function SsoForm({ slug, current, onSaved }: { slug: string; current: SsoConfig 
           event.preventDefault();
           const relevant =
             type === "oidc"
-              ? ["issuer", "clientId", "clientSecret"]
+              ? ["issuer", "clientId", "clientSecret", "scopes"]
               : ["entryPoint", "idpIssuer", "idpCert", "metadataXml"];
+          const settings: Record<string, unknown> = Object.fromEntries(
+            Object.entries(config).filter(([key, value]) => relevant.includes(key) && value.trim() !== ""),
+          );
+          if (typeof settings.scopes === "string") {
+            settings.scopes = settings.scopes
+              .split(",")
+              .map((scope) => scope.trim())
+              .filter(Boolean);
+          }
           const body = {
             type,
             enabled,
             emailDomain: domain.trim() ? domain.trim() : null,
             defaultRole: role as "admin" | "developer" | "viewer",
-            config: Object.fromEntries(
-              Object.entries(config).filter(([key, value]) => relevant.includes(key) && value !== ""),
-            ),
+            config: settings,
           };
           const done = await action.run(() => data(api.PUT("/org/{slug}/sso", { params: { path: { slug } }, body })));
           if (done) onSaved();
@@ -194,19 +206,44 @@ function SsoForm({ slug, current, onSaved }: { slug: string; current: SsoConfig 
           />
         ))}
         {type === "saml" ? (
-          <div class="field">
-            <label for="sso-cert">IdP certificate (PEM)</label>
-            <textarea
-              id="sso-cert"
-              rows={4}
-              value={config.idpCert ?? ""}
-              onInput={(event) => set("idpCert")(event.currentTarget.value)}
-            />
-            {action.problem?.fields["config.idpCert"] ? (
-              <div class="field-error">{action.problem.fields["config.idpCert"]}</div>
-            ) : null}
-          </div>
-        ) : null}
+          <>
+            <div class="field">
+              <label for="sso-cert">IdP certificate (PEM)</label>
+              <textarea
+                id="sso-cert"
+                rows={4}
+                value={config.idpCert ?? ""}
+                onInput={(event) => set("idpCert")(event.currentTarget.value)}
+              />
+              {action.problem?.fields["config.idpCert"] ? (
+                <div class="field-error">{action.problem.fields["config.idpCert"]}</div>
+              ) : null}
+            </div>
+            <div class="field">
+              <label for="sso-metadata">Or the IdP's metadata XML</label>
+              <textarea
+                id="sso-metadata"
+                rows={4}
+                aria-describedby="sso-metadata-note"
+                value={config.metadataXml ?? ""}
+                onInput={(event) => set("metadataXml")(event.currentTarget.value)}
+              />
+              <div id="sso-metadata-note" class={action.problem?.fields["config.metadataXml"] ? "field-error" : "hint"}>
+                {action.problem?.fields["config.metadataXml"] ??
+                  "In place of the sign-in URL and certificate: both are read from it."}
+              </div>
+            </div>
+          </>
+        ) : (
+          <Field
+            label="Scopes"
+            name="config.scopes"
+            hint="Comma-separated, beyond openid, email and profile"
+            value={config.scopes ?? ""}
+            problem={action.problem}
+            onInput={(event) => set("scopes")(event.currentTarget.value)}
+          />
+        )}
         <Field
           label="E-mail domain"
           name="emailDomain"

@@ -269,7 +269,11 @@ function Integrations({ slug }: { slug: string }) {
   const [config, setConfig] = useState<Record<string, string>>({});
   const [events, setEvents] = useState("");
   const [tested, setTested] = useState<string | null>(null);
-  const [editing, setEditing] = useState<{ integration: Integration; events: string } | null>(null);
+  const [editing, setEditing] = useState<{
+    integration: Integration;
+    config: Record<string, unknown>;
+    events: string;
+  } | null>(null);
   return (
     <section class="card" aria-labelledby="integrations">
       <h2 id="integrations">Integrations</h2>
@@ -339,7 +343,8 @@ function Integrations({ slug }: { slug: string }) {
               data(
                 api.PATCH("/org/{slug}/integrations/{id}", {
                   params: { path: { slug, id: editing.integration.id } },
-                  body: { events: editing.events.trim() ? patterns(editing.events) : null },
+                  // The config whole, as read: a secret sent back masked keeps the stored one.
+                  body: { config: editing.config, events: editing.events.trim() ? patterns(editing.events) : null },
                 }),
               ),
             );
@@ -349,6 +354,18 @@ function Integrations({ slug }: { slug: string }) {
             }
           }}
         >
+          {PROVIDERS[editing.integration.kind as Kind].map(([key, label]) => (
+            <Field
+              key={key}
+              label={`New ${label.charAt(0).toLowerCase()}${label.slice(1)}`}
+              name={`config.${key}`}
+              value={String(editing.config[key] ?? "")}
+              problem={action.problem}
+              onInput={(event) =>
+                setEditing({ ...editing, config: { ...editing.config, [key]: event.currentTarget.value } })
+              }
+            />
+          ))}
           <Field
             label={`Events of ${editing.integration.kind}`}
             name="events"
@@ -380,7 +397,15 @@ function Integrations({ slug }: { slug: string }) {
                 header: "Actions",
                 cell: (integration: Integration) => (
                   <span class="actions">
-                    <Button onClick={() => setEditing({ integration, events: integration.events?.join(", ") ?? "" })}>
+                    <Button
+                      onClick={() =>
+                        setEditing({
+                          integration,
+                          config: { ...integration.config },
+                          events: integration.events?.join(", ") ?? "",
+                        })
+                      }
+                    >
                       Edit
                     </Button>
                     <Button
