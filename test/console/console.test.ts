@@ -458,9 +458,21 @@ describe("the console", () => {
       ["/orgs/acme/members", "Members"],
       ["/orgs/acme/usage", "Usage"],
       ["/orgs/acme/settings", "Settings"],
+      ["/orgs/acme/keys", "API keys"],
+      ["/orgs/acme/webhooks", "Webhooks"],
+      ["/orgs/acme/audit", "Audit log"],
+      ["/orgs/acme/billing", "Billing"],
+      ["/orgs/acme/notifications", "Notifications"],
+      ["/orgs/acme/projects/storefront/backups", "Backups"],
+      ["/orgs/acme/projects/storefront/branches", "Branches"],
+      ["/orgs/acme/projects/storefront/domains", "Domains"],
+      ["/orgs/acme/projects/storefront/errors", "Errors"],
+      ["/orgs/acme/projects/storefront/webhooks", "Workspace webhooks"],
+      ["/account", "Your account"],
+      ["/orgs/new", "Create an organization"],
     ] as const) {
       await page.goto(`${app.url}${route}`);
-      await page.getByRole("heading", { name: heading, exact: true }).waitFor();
+      await page.getByRole("heading", { name: heading, exact: true }).first().waitFor();
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       expect(overflow, route).toBeLessThanOrEqual(0);
       await look(`390px${route.replaceAll("/", "-")}`);
