@@ -39,6 +39,7 @@ import { codeOf, errorResponse } from "./http/envelope.ts";
 import { idempotent, wantsIdempotency, withIdempotencyKeyHeader } from "./http/idempotency.ts";
 import { identifyCaller } from "./http/identify.ts";
 import { IN_PROCESS } from "./http/in-process.ts";
+import { httpMetrics, metricsRoute } from "./http/metrics.ts";
 import { declaredSecurity, isPublic, type Security } from "./http/operations.ts";
 import { requireAccount, requirePrincipal } from "./http/principal.ts";
 import { limitRate, type RateLimiter, rateBucket } from "./http/rate-limit.ts";
@@ -46,6 +47,7 @@ import { requestContext } from "./http/request-context.ts";
 import { anyone, createRouter, errorResponses, jsonContent, withOperationIds } from "./http/router.ts";
 import { assertSameOriginWrite } from "./http/same-origin.ts";
 import type { SignInFailures } from "./http/sign-in-failures.ts";
+import { metricsText } from "./lib/metrics.ts";
 import { mcpRoutes } from "./mcp/routes.ts";
 import { type McpTool, resolveTools } from "./mcp/tools.ts";
 
@@ -55,7 +57,10 @@ const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 const WORKSPACE_API = /^\/w\/[^/]+\/api\//;
 
 /** Paths outside authentication, each rate-limited in a bucket of its own per address. */
-const PUBLIC_PATHS = new Set(["/api/health"]);
+const PUBLIC_PATHS = new Set(["/api/health", "/api/health/ready"]);
+
+/** How long readiness waits for the database or the storage before calling it unreachable. */
+const READY_TIMEOUT_MS = 3_000;
 
 const healthRoute = createRoute({
   method: "get",
@@ -66,6 +71,24 @@ const healthRoute = createRoute({
   security: anyone,
   responses: {
     200: jsonContent(z.object({ status: z.literal("ok"), database: z.literal("ok") }), "Healthy"),
+    ...errorResponses(429, 503),
+  },
+});
+
+const readyRoute = createRoute({
+  method: "get",
+  path: "/health/ready",
+  tags: ["Service"],
+  summary: "Readiness: the database and the object storage can be reached",
+  description:
+    "200 when both can be reached; 503 `UNAVAILABLE` while either cannot (its `details` say which), or while " +
+    "the process shuts down. `GET /health` stays the liveness answer.",
+  security: anyone,
+  responses: {
+    200: jsonContent(
+      z.object({ status: z.literal("ok"), database: z.literal("ok"), storage: z.literal("ok") }),
+      "Ready",
+    ),
     ...errorResponses(429, 503),
   },
 });
@@ -100,6 +123,8 @@ export interface AppParts {
   workspace: WorkspaceRuntime;
   /** True once `SIGTERM` has come: health answers 503 so that a load balancer stops sending. */
   shuttingDown?: () => boolean;
+  /** The Prometheus text `GET /metrics` answers (with METRICS_TOKEN set). */
+  metrics?: () => Promise<string>;
 }
 
 export function createApp({
@@ -110,6 +135,7 @@ export function createApp({
   signInFailures,
   workspace,
   shuttingDown,
+  metrics = metricsText,
 }: AppParts): Hono<AppEnv> {
   const { config } = deps;
   const api = createRouter();
@@ -161,6 +187,18 @@ export function createApp({
         deps.log.error({ err: error }, "health check: database unreachable");
         throw new UnavailableError("database unreachable");
       }
+    })
+    .openapi(readyRoute, async (c) => {
+      if (shuttingDown?.()) throw new UnavailableError("shutting down");
+      const [database, storage] = await Promise.all([
+        reachable(deps, "database", () => sql`select 1`.execute(deps.db)),
+        reachable(deps, "storage", () => deps.storage.check()),
+      ]);
+      if (database !== "ok" || storage !== "ok") {
+        const down = [database !== "ok" && "database", storage !== "ok" && "storage"].filter(Boolean).join(" and ");
+        throw new AppError("UNAVAILABLE", `${down} unreachable`, { database, storage });
+      }
+      return c.json({ status: "ok" as const, database: "ok" as const, storage: "ok" as const }, 200);
     })
     .route("/", authRoutes(deps, auth, sessions, signInFailures))
     .route("/", accountRoutes(deps))
@@ -252,6 +290,7 @@ export function createApp({
 
   const app = createRouter();
   app.use("*", requestContext(deps.log, config.trustProxy));
+  if (config.metricsToken) app.use("*", httpMetrics());
   // Paths outside both APIs (answered 404) are rate-limited by address like any anonymous call.
   app.use("*", async (c, next) => {
     if (c.req.path.startsWith("/api/") || WORKSPACE_API.test(c.req.path)) return next();
@@ -260,12 +299,32 @@ export function createApp({
   });
   app.route("/api", api);
   app.route(WORKSPACE_MOUNT, workspaceApi);
+  // Prometheus's (DESIGN §16): behind METRICS_TOKEN, and not there at all without it.
+  if (config.metricsToken) app.get("/metrics", metricsRoute(config.metricsToken, metrics));
+  else app.get("/metrics", (c) => errorResponse(c, "NOT_FOUND", `no route for GET ${c.req.path}`));
   // The web console, at every path outside the APIs that asks for HTML (DESIGN §15), the
   // invitation mail's `/accept-invite` included.
   app.get("*", consoleRoutes());
   app.notFound(notFoundOrWrongMethod(app));
   app.onError((error, c) => renderError(error, c, deps));
   return app;
+}
+
+/** Whether `check` succeeds within READY_TIMEOUT_MS; a failure is logged (the storage logs its own). */
+async function reachable(deps: Deps, what: string, check: () => Promise<unknown>): Promise<"ok" | "unreachable"> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([check(), timeout]);
+    return "ok";
+  } catch (error) {
+    if (!(error instanceof AppError)) deps.log.error({ err: error }, `readiness: ${what} unreachable`);
+    return "unreachable";
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Whether `path` is inside an org (`/api/org/{slug}…`) other than `slug`. */

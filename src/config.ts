@@ -4,6 +4,7 @@ import { z } from "zod";
 import { type Plan, readCatalog } from "./domains/plans/catalog.ts";
 import { MAX_FORWARDED_HOPS, type TrustProxy } from "./lib/client-address.ts";
 import { parseAllowlistEntry } from "./lib/ip.ts";
+import type { S3Location } from "./storage/s3.ts";
 
 const booleanFlag = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -47,6 +48,44 @@ const trustProxy = z.string().transform((text, ctx): TrustProxy => {
 export const REGIONS = ["ist", "fra", "ams", "lhr", "sjc", "iad", "sin", "syd"] as const;
 const HOSTNAME = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/;
 const MAILBOX = /^([^<>]*<[^\s@<>]+@[^\s@<>]+>|[^\s@<>]+@[^\s@<>]+)$/;
+
+/**
+ * `s3://ACCESS:SECRET@host:port/bucket?region=…&tls=false`: an S3-compatible server addressed by
+ * path. The access key and secret are URL-encoded (a `:` in the key is `%3A`); TLS is on unless
+ * `tls=false`; the region defaults to us-east-1.
+ */
+const storageUrl = z.string().transform((text, ctx): S3Location => {
+  const refuse = (message: string) => {
+    ctx.addIssue({ code: "custom", message });
+    return z.NEVER;
+  };
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return refuse("must be an s3://ACCESS:SECRET@host:port/bucket URL");
+  }
+  if (url.protocol !== "s3:") return refuse("must start with s3:// (s3://ACCESS:SECRET@host:port/bucket)");
+  if (!url.hostname) return refuse("needs a host (s3://ACCESS:SECRET@host:port/bucket)");
+  if (!url.username || !url.password)
+    return refuse("needs an access key and a secret (s3://ACCESS:SECRET@host/bucket)");
+  const bucket = url.pathname.replace(/^\/+|\/+$/g, "");
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    return refuse("needs a bucket name after the host: 3 to 63 lower-case letters, digits, dots and dashes");
+  }
+  const tls = url.searchParams.get("tls") ?? "true";
+  if (tls !== "true" && tls !== "false") return refuse("tls must be true or false");
+  for (const name of url.searchParams.keys()) {
+    if (name !== "tls" && name !== "region") return refuse(`unknown parameter '${name}' (region, tls)`);
+  }
+  return {
+    endpoint: `${tls === "true" ? "https" : "http"}://${url.host}`,
+    bucket,
+    region: url.searchParams.get("region") || "us-east-1",
+    accessKeyId: decodeURIComponent(url.username),
+    secretAccessKey: decodeURIComponent(url.password),
+  };
+});
 
 const EnvSchema = z.object({
   PORT: wholeNumber(0, 65535).default(8080),
@@ -116,6 +155,9 @@ const EnvSchema = z.object({
   MAX_FILE_BYTES: positiveInt.default(25 * 1024 * 1024),
   DNS_SERVERS: z.string().optional(),
   DOMAIN_VERIFY_DAYS: days(1).default(7),
+  STORAGE_URL: storageUrl.optional(),
+  METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  SIGNUP: z.enum(["open", "invite", "closed"]).default("open"),
   BILLING_PROVIDER: z.enum(["none", "test", "stripe"]).default("none"),
   STRIPE_SECRET_KEY: z.string().optional(),
   STRIPE_WEBHOOK_SECRET: z.string().optional(),
@@ -183,6 +225,12 @@ export type Config = {
   dnsServers: string[] | undefined;
   /** Days a custom domain may stay unverified before it is `failed`. */
   domainVerifyDays: number;
+  /** Where files, backups' file bytes and export dumps are kept: an S3 bucket, or (unset) DATA_DIR. */
+  storage: S3Location | undefined;
+  /** The bearer token `GET /metrics` asks for; unset: no metrics endpoint (404). */
+  metricsToken: string | undefined;
+  /** Who may create an account: anyone, only an invited e-mail, or nobody (DESIGN §16). */
+  signUp: "open" | "invite" | "closed";
   billing: {
     provider: "none" | "test" | "stripe";
     stripe?: {
@@ -292,6 +340,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookDeliveriesRetentionDays: e.WEBHOOK_DELIVERIES_RETENTION_DAYS,
     allowPrivateWebhookUrls: e.ALLOW_PRIVATE_WEBHOOK_URLS,
     maxFileBytes: e.MAX_FILE_BYTES,
+    storage: e.STORAGE_URL,
+    metricsToken: e.METRICS_TOKEN,
+    signUp: e.SIGNUP,
     plans,
     defaultPlan: e.DEFAULT_PLAN,
   };

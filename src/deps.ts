@@ -8,6 +8,7 @@ import type { OutboundClient } from "./lib/outbound.ts";
 import type { SecretBox } from "./lib/secret-box.ts";
 import type { Logger } from "./logger.ts";
 import type { Mailer } from "./mail/mailer.ts";
+import type { BlobStore } from "./storage/blob-store.ts";
 
 /** What services need from the outside world; built once in main.ts (or by the test harness). */
 export interface Deps {
@@ -24,4 +25,6 @@ export interface Deps {
   outbound: OutboundClient;
   /** Seals the secrets Plinth keeps at rest (identity provider and integration credentials). */
   secrets: SecretBox;
+  /** Where files, backups' file bytes and export dumps are kept (DESIGN §16). */
+  storage: BlobStore;
 }

@@ -4,14 +4,15 @@
  * upgrade, undone by a point-in-time restore, capped per plan, expired, deleted, refused where
  * they must be.
  */
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DAY_MS } from "../src/clock.ts";
 import { dailyBackups } from "../src/domains/backups/jobs.ts";
 import { backupDir, snapshotSchema } from "../src/domains/backups/snapshot.ts";
-import { onWorkspace, workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
+import { onWorkspace } from "../src/domains/projects/workspace-db.ts";
+import { backupFilesPrefix, fileKey } from "../src/storage/keys.ts";
 import {
   addMember,
   call,
@@ -31,6 +32,7 @@ import {
   startApp,
   startMailbox,
   startReceiver,
+  storedKeys,
   type TestApp,
   type TestUser,
   until,
@@ -156,7 +158,7 @@ describe("backups", () => {
     expect((await ws(project, "DELETE", `/users/${removed.body.user.id}`)).status).toBe(204);
     expect((await signUpUser(project, "later@example.com")).status).toBe(201);
     expect((await ws(project, "DELETE", `/files/${keptFile}`)).status).toBe(204);
-    rmSync(path.join(workspaceFilesDir(app.server.deps, project.id), keptFile), { force: true });
+    await app.server.deps.storage.delete([fileKey(project.id, keptFile)]);
     const laterFile = await upload(project, "later.txt", "uploaded after the backup");
     const changed = await items(project);
     expect(changed.size).toBe(220);
@@ -487,13 +489,14 @@ describe("backups", () => {
   it("leaves a failed backup with its error and a notification, and nothing half-written", async () => {
     const p = await createActiveProject(app, owner, slug, "Broken");
     const fileId = await upload(p, "gone.txt", "these bytes will vanish");
-    rmSync(path.join(workspaceFilesDir(app.server.deps, p.id), fileId));
+    await app.server.deps.storage.delete([fileKey(p.id, fileId)]);
     const failed = await backUp(p);
     expect(failed.status).toBe("failed");
     expect(failed.error).toContain(fileId);
     expect(await snapshotExists(p.id, failed.id)).toBe(false);
     const dir = backupDir(app.server.deps, p.id);
     expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
+    expect(await storedKeys(app.server.deps, backupFilesPrefix(p.id, failed.id))).toEqual([]);
     const notes = await call(app, "GET", `/org/${slug}/notifications`, { cookie: owner.cookie });
     expect(
       notes.body.notifications.some(

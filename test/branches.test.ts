@@ -1,11 +1,10 @@
-import { existsSync, utimesSync } from "node:fs";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DAY_MS } from "../src/clock.ts";
 import { pruneBranchHistory } from "../src/domains/branches/jobs.ts";
-import { onWorkspace, workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
+import { onWorkspace } from "../src/domains/projects/workspace-db.ts";
 import { sweepUploadLeftovers } from "../src/domains/workspace/files.ts";
 import { localStore } from "../src/domains/workspace/store.ts";
+import { fileKey } from "../src/storage/keys.ts";
 import {
   addMember,
   type CallResult,
@@ -357,27 +356,26 @@ describe("branches", () => {
   it("prunes a branch's history past the restore window", async () => {
     const branch = expectCreated(await createBranch({ name: "pruned" }));
     expect((await ws(branch.id, branch.adminToken, "POST", "/items/things", { n: 600 })).status).toBe(201);
-    // A file deleted in the branch: its bytes (a link to the parent's) go once nothing holds them.
+    // A file deleted in the branch: its bytes go once nothing holds them.
     const dropped = await upload(branch.id, branch.adminToken, "dropped.txt", "dropped in the branch");
     expect((await ws(branch.id, branch.adminToken, "DELETE", `/files/${dropped}`)).status).toBe(204);
     const { deps } = app.server;
-    const bytes = path.join(workspaceFilesDir(deps, branch.id), dropped);
-    const longAgo = new Date(Date.now() - 2 * DAY_MS);
-    utimesSync(bytes, longAgo, longAgo);
+    const bytes = fileKey(branch.id, dropped);
     const records = () => onWorkspace(deps, branch.id, (db) => db.selectFrom("_history").select("seq").execute());
     const store = localStore(app.server.workspaces, deps.dialect);
     await pruneBranchHistory(deps, store);
     expect((await records()).length).toBeGreaterThan(0);
+    // Two days on: past the window, and the bytes old enough for the leftovers sweep.
     app.clock.advance(2 * DAY_MS);
     try {
       await pruneBranchHistory(deps, store);
+      expect(await records()).toEqual([]);
+      expect(await deps.storage.has(bytes)).toBe(true);
+      await sweepUploadLeftovers(deps, store);
+      expect(await deps.storage.has(bytes)).toBe(false);
     } finally {
       app.clock.advance(-2 * DAY_MS);
     }
-    expect(await records()).toEqual([]);
-    expect(existsSync(bytes)).toBe(true);
-    await sweepUploadLeftovers(deps, store);
-    expect(existsSync(bytes)).toBe(false);
     // The branch's copy of the parent's file stays: the branch lists it.
     expect(await download(branch.id, branch.adminToken, fileId)).toBe(fileBytes);
   });

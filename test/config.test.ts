@@ -47,6 +47,14 @@ describe("configuration", () => {
     ["TRUST_PROXY", "10.0.0.0/33"],
     ["TRUST_PROXY", "2001:db8::/129"],
     ["SIGN_IN_FAILURES_PER_ACCOUNT", "0"],
+    ["STORAGE_URL", "http://key:secret@host/bucket"],
+    ["STORAGE_URL", "s3://host/bucket"],
+    ["STORAGE_URL", "s3://key:secret@host"],
+    ["STORAGE_URL", "s3://key:secret@host/Bad_Bucket"],
+    ["STORAGE_URL", "s3://key:secret@host/bucket?tls=maybe"],
+    ["STORAGE_URL", "s3://key:secret@host/bucket?style=virtual"],
+    ["METRICS_TOKEN", "short"],
+    ["SIGNUP", "sometimes"],
   ])("refuses %s=%j, naming it", (name, value) => {
     expect(refusal({ [name]: value })).toContain(`${name}:`);
   });
@@ -62,6 +70,31 @@ describe("configuration", () => {
     ["10.0.0.0/8, 2001:db8::/32,::1", { proxies: ["10.0.0.0/8", "2001:db8::/32", "::1"] }],
   ])("reads TRUST_PROXY=%j", (value, trustProxy) => {
     expect(loadConfig({ TRUST_PROXY: value }).trustProxy).toEqual(trustProxy);
+  });
+
+  it("reads STORAGE_URL into an S3 location, the key and secret URL-decoded, TLS on unless tls=false", () => {
+    expect(loadConfig({}).storage).toBeUndefined();
+    expect(
+      loadConfig({ STORAGE_URL: "s3://test%3Atester:tes%2Fting@127.0.0.1:9000/plinth?tls=false" }).storage,
+    ).toEqual({
+      endpoint: "http://127.0.0.1:9000",
+      bucket: "plinth",
+      region: "us-east-1",
+      accessKeyId: "test:tester",
+      secretAccessKey: "tes/ting",
+    });
+    expect(
+      loadConfig({ STORAGE_URL: "s3://AKIA:secret@s3.eu-west-1.amazonaws.com/my.files?region=eu-west-1" }).storage,
+    ).toMatchObject({ endpoint: "https://s3.eu-west-1.amazonaws.com", bucket: "my.files", region: "eu-west-1" });
+  });
+
+  it("never puts the storage secret in its refusal", () => {
+    expect(refusal({ STORAGE_URL: "s3://key:very-secret@host/B" })).not.toContain("very-secret");
+  });
+
+  it("opens sign-up to anyone and has no metrics endpoint by default", () => {
+    expect(loadConfig({})).toMatchObject({ signUp: "open", metricsToken: undefined });
+    expect(loadConfig({ SIGNUP: "invite" }).signUp).toBe("invite");
   });
 
   it("trusts no proxy and counts 10 failed sign-ins per account by default", () => {

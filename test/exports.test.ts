@@ -507,7 +507,10 @@ describe("export retention", () => {
 
     const old = await exportOrg(owner, org.slug);
     // A crash's leftover from the same moment, and a file that is no dump.
-    writeFileSync(path.join(dir, `${old.replace(/[0-9a-f]{32}\.sql$/, "f".repeat(32))}.sql.part`), "BEGIN;");
+    writeFileSync(
+      path.join(dir, `${old.replace(/[0-9a-f]{32}\.sql$/, "f".repeat(32))}.sql.0123456789ab.part`),
+      "BEGIN;",
+    );
     writeFileSync(path.join(dir, "notes.txt"), "mine");
     app.clock.advance(4 * DAY_MS);
     const recent = await exportOrg(owner, org.slug);

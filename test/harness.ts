@@ -15,6 +15,7 @@ import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import { ERROR_CODES, type ErrorCode } from "../src/errors.ts";
 import { createLogger } from "../src/logger.ts";
 import { type RunningServer, startServer } from "../src/process/server.ts";
+import type { BlobStore } from "../src/storage/blob-store.ts";
 
 /** Set by `npm test` runs against PostgreSQL; unset means embedded SQLite. */
 const POSTGRES_URL = process.env.DATABASE_URL;
@@ -110,6 +111,18 @@ export async function startApp(
       }
     },
   };
+}
+
+/** The keys under `prefix` in a deps' blob store (local or S3), sorted. */
+export async function storedKeys(deps: { storage: BlobStore }, prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const object of deps.storage.list(prefix)) keys.push(object.key);
+  return keys.sort();
+}
+
+/** Where the local blob store (the default) keeps `key`, for tests that look at the disk. */
+export function localPath(config: Config, key: string): string {
+  return path.join(config.dataDir, ...key.split("/"));
 }
 
 /** Polls `check` until it returns something truthy (and returns that), or fails after `timeoutMs`. */

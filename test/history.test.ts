@@ -1,12 +1,11 @@
-import { existsSync, utimesSync } from "node:fs";
-import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DAY_MS } from "../src/clock.ts";
 import { maintainHistory } from "../src/domains/backups/jobs.ts";
-import { workspaceFilesDir, workspaceSchema } from "../src/domains/projects/workspace-db.ts";
+import { workspaceSchema } from "../src/domains/projects/workspace-db.ts";
 import { sweepUploadLeftovers } from "../src/domains/workspace/files.ts";
 import { localStore } from "../src/domains/workspace/store.ts";
+import { fileKey } from "../src/storage/keys.ts";
 import {
   call,
   callWorkspace,
@@ -101,22 +100,19 @@ describe("keeping a workspace's history", () => {
     });
     const fileId = ((await upload.json()) as { file: { id: string } }).file.id;
     expect((await ws("DELETE", `/files/${fileId}`)).status).toBe(204);
-    const bytes = path.join(workspaceFilesDir(deps, project.id), fileId);
-    // Written more than a day ago, as far as the upload leftovers sweep can tell.
-    const longAgo = new Date(Date.now() - 2 * DAY_MS);
-    utimesSync(bytes, longAgo, longAgo);
-    // Deleted, but the history holds it: the bytes stay.
-    await sweepUploadLeftovers(deps, store());
-    expect(existsSync(bytes)).toBe(true);
-    expect(await historyRows(project.id)).toBeGreaterThan(0);
-
-    // Past the free plan's one-day window, the records go, and with them the file's last claim.
+    const bytes = fileKey(project.id, fileId);
+    // Two days on, the bytes are old enough for the upload leftovers sweep; deleted, but the
+    // history holds the file until it is pruned: the bytes stay.
     app.clock.advance(2 * DAY_MS);
     try {
+      await sweepUploadLeftovers(deps, store());
+      expect(await deps.storage.has(bytes)).toBe(true);
+      expect(await historyRows(project.id)).toBeGreaterThan(0);
+      // Past the free plan's one-day window, the records go, and with them the file's last claim.
       await maintainHistory(deps, store());
       expect(await historyRows(project.id)).toBe(0);
       await sweepUploadLeftovers(deps, store());
-      expect(existsSync(bytes)).toBe(false);
+      expect(await deps.storage.has(bytes)).toBe(false);
     } finally {
       app.clock.advance(-2 * DAY_MS);
     }

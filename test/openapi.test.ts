@@ -195,6 +195,7 @@ describe("Declared security", () => {
     expect(publicOperations(doc).sort()).toEqual(
       [
         "get /health",
+        "get /health/ready",
         "post /auth/sign-up/email",
         "post /auth/sign-in/email",
         "get /templates",

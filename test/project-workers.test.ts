@@ -1,19 +1,13 @@
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import path from "node:path";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Deps } from "../src/deps.ts";
 import { projectJobs } from "../src/domains/projects/jobs.ts";
-import {
-  onWorkspace,
-  workspaceFilesDir,
-  workspaceSchema,
-  workspaceVersion,
-} from "../src/domains/projects/workspace-db.ts";
+import { onWorkspace, workspaceSchema, workspaceVersion } from "../src/domains/projects/workspace-db.ts";
 import { deliveryJobs } from "../src/domains/webhooks/delivery-jobs.ts";
 import type { SingleJobHandler } from "../src/jobs/handlers.ts";
 import { Worker } from "../src/jobs/worker.ts";
 import { fromJsonColumn } from "../src/lib/json.ts";
+import { fileKey, projectPrefix } from "../src/storage/keys.ts";
 import {
   createOrg,
   expectError,
@@ -21,6 +15,7 @@ import {
   sha256Hex,
   signUp,
   startApp,
+  storedKeys,
   type TestApp,
   type TestUser,
   uniqueEmail,
@@ -206,10 +201,7 @@ describe("projects with workers the test controls", () => {
       .values({ project_id: doomed.id, created_at: new Date().toISOString() })
       .execute();
     // Uploaded files go with their workspace.
-    for (const id of [live.id, doomed.id]) {
-      mkdirSync(workspaceFilesDir(deps, id), { recursive: true });
-      writeFileSync(path.join(workspaceFilesDir(deps, id), "fil_upload"), "bytes");
-    }
+    for (const id of [live.id, doomed.id]) await deps.storage.put(fileKey(id, "fil_upload"), "bytes");
     expectStatus(await p.remove(slug, doomed.slug, owner), 200);
 
     await deps.jobs.enqueue(deps.db, { kind: "projects.purge", payload: {} });
@@ -224,11 +216,11 @@ describe("projects with workers the test controls", () => {
     expect(purged.status).toBe("deleted");
     expect(await workspaceExists(deps, doomed.id)).toBe(false);
     expect(await workspaceExists(deps, live.id)).toBe(true);
-    expect(existsSync(workspaceFilesDir(deps, doomed.id))).toBe(false);
+    expect(await storedKeys(deps, projectPrefix(doomed.id))).toEqual([]);
     // Nor does the outbox sweep look for it any more.
     const hints = await deps.db.selectFrom("workspace_outbox_hints").select("project_id").execute();
     expect(hints.map((h) => h.project_id)).not.toContain(doomed.id);
-    expect(existsSync(path.join(workspaceFilesDir(deps, live.id), "fil_upload"))).toBe(true);
+    expect(await deps.storage.has(fileKey(live.id, "fil_upload"))).toBe(true);
     expect(await workspaceVersion(deps, live.id)).toBe("1.1.0");
     expect((await storedProject(deps, live.id)).purged_at).toBeNull();
     expectError(await p.get(slug, doomed.slug, owner), 404, "NOT_FOUND");

@@ -49,6 +49,7 @@ const PROJECT_KEYS = [
   "name",
   "primaryRegion",
   "region",
+  "signUp",
   "slug",
   "status",
   "template",

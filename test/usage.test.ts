@@ -3,17 +3,17 @@
  * requests counted by two processes sum exactly, d1 and r2 measured, a history that outlives a
  * deleted and purged project, and alarms that fire once per billing period.
  */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DAY_MS } from "../src/clock.ts";
 import { evaluateAlarms } from "../src/domains/alarms/service.ts";
 import { projectJobs } from "../src/domains/projects/jobs.ts";
-import { workspaceFilesDir } from "../src/domains/projects/workspace-db.ts";
 import { measureBytes, measureUsage } from "../src/domains/usage/meter.ts";
 import { forgetOrgUsage } from "../src/domains/usage/quotas.ts";
 import type { SingleJobHandler } from "../src/jobs/handlers.ts";
+import { filesPrefix } from "../src/storage/keys.ts";
 import {
   addMember,
   call,
@@ -32,6 +32,7 @@ import {
   startApp,
   startMailbox,
   startReceiver,
+  storedKeys,
   type TestApp,
   type TestUser,
   until,
@@ -345,7 +346,7 @@ describe("usage and alarms", () => {
     expect((await upload("third.txt", chunked)).status).toBe(409);
     const files = await callWorkspace(app, p.id, "GET", "/files", { token: p.adminToken });
     expect(files.body.files.map((f: { name: string }) => f.name)).toEqual(["first.txt"]);
-    expect(readdirSync(workspaceFilesDir(deps, p.id))).toHaveLength(1);
+    expect(await storedKeys(deps, filesPrefix(p.id))).toHaveLength(1);
 
     // d1: once reached, writes that add data are refused; deletes still go.
     await deps.db.updateTable("orgs").set({ plan_id: "cramped-db" }).where("id", "=", org.id).execute();

@@ -7,7 +7,6 @@ import {
   dropWorkspace,
   migrateWorkspace,
   workspaceFile,
-  workspaceFilesDir,
   workspaceSchema,
 } from "../src/domains/projects/workspace-db.ts";
 import type { WorkspaceCtx } from "../src/domains/workspace/access.ts";
@@ -18,6 +17,7 @@ import { WorkspacePool } from "../src/domains/workspace/pool.ts";
 import { localStore } from "../src/domains/workspace/store.ts";
 import { insertWithEvent } from "../src/domains/workspace/writes.ts";
 import { sameHash, sha256Hex } from "../src/lib/tokens.ts";
+import { filesPrefix } from "../src/storage/keys.ts";
 import { verifyWebhook } from "../src/verify/webhooks.ts";
 import {
   type CallOptions,
@@ -26,12 +26,14 @@ import {
   createApiKey,
   createOrg,
   hmacHex,
+  localPath,
   type Receiver,
   sessionCookieFrom,
   signUp,
   sleep,
   startApp,
   startReceiver,
+  storedKeys,
   type TestApp,
   type TestUser,
   until,
@@ -567,7 +569,8 @@ describe("workspace users, files and their events", () => {
   });
 
   it("drops an upload whose client goes away mid-body, raw or multipart: no file, no leftovers, no server error", async () => {
-    const dir = workspaceFilesDir(app.server.deps, projectId);
+    // The local store's directory (the default): an upload in progress is a `.part` file there.
+    const dir = localPath(app.config, filesPrefix(projectId));
     const listed = async () => (await ws("GET", "/files?limit=500", { token: adminToken })).body.files.length;
     const before = await listed();
     const errors = vi.spyOn(app.server.deps.log, "error");
@@ -659,8 +662,7 @@ describe("an upload whose row the database refuses", () => {
     const schema = workspaceSchema(projectId);
     const db = (await new WorkspacePool(deps, 1).acquire(projectId))?.db;
     if (!db) throw new Error("no workspace database");
-    const dir = workspaceFilesDir(deps, projectId);
-    const onDisk = () => readdirSync(dir).sort();
+    const onDisk = () => storedKeys(deps, filesPrefix(projectId));
     const listed = async () => (await ws("GET", "/files?limit=500", { token: adminToken })).body.files.length;
     // Something first, so the directory exists.
     const first = await fetch(`${app.url}/w/${projectId}/api/files?name=first.txt`, {
@@ -669,7 +671,7 @@ describe("an upload whose row the database refuses", () => {
       body: "first",
     });
     expect(first.status).toBe(201);
-    const [filesBefore, listedBefore] = [onDisk(), await listed()];
+    const [filesBefore, listedBefore] = [await onDisk(), await listed()];
     const refuse =
       deps.dialect === "sqlite"
         ? [
@@ -689,7 +691,7 @@ describe("an upload whose row the database refuses", () => {
         body: "never stored",
       });
       expect(refused.status).toBeGreaterThanOrEqual(400);
-      expect(onDisk()).toEqual(filesBefore);
+      expect(await onDisk()).toEqual(filesBefore);
       expect(await listed()).toBe(listedBefore);
     } finally {
       const undo =
@@ -714,17 +716,18 @@ describe("upload leftovers", () => {
     });
     expect(upload.status).toBe(201);
     const kept = ((await upload.json()) as { file: { id: string } }).file.id;
-    const dir = workspaceFilesDir(deps, projectId);
+    // The local store's directory (the default), where files are backdated.
+    const dir = localPath(app.config, filesPrefix(projectId));
     const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
-    for (const name of ["fil_crashed_upload.part", "fil_never_committed", "fil_fresh_orphan"]) {
+    for (const name of ["fil_crashed_upload.0123456789ab.part", "fil_never_committed", "fil_fresh_orphan"]) {
       writeFileSync(path.join(dir, name), "leftover");
     }
-    for (const name of ["fil_crashed_upload.part", "fil_never_committed", kept]) {
+    for (const name of ["fil_crashed_upload.0123456789ab.part", "fil_never_committed", kept]) {
       utimesSync(path.join(dir, name), twoDaysAgo, twoDaysAgo);
     }
     await sweepUploadLeftovers(deps, localStore(new WorkspacePool(deps, 1), deps.dialect));
     const left = readdirSync(dir);
-    expect(left).not.toContain("fil_crashed_upload.part");
+    expect(left).not.toContain("fil_crashed_upload.0123456789ab.part");
     expect(left).not.toContain("fil_never_committed");
     // Too recent to be a leftover (an upload may be just committing it), and a file with its row.
     expect(left).toContain("fil_fresh_orphan");

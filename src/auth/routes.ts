@@ -166,13 +166,36 @@ async function emailTaken(deps: Deps, email: string): Promise<boolean> {
   return row !== undefined;
 }
 
+/**
+ * SIGNUP (DESIGN §16): `open` lets anyone create an account; `invite` only an e-mail with a
+ * pending invitation (it can then accept it); `closed` nobody. Existing accounts sign in either
+ * way, and single sign-on and SCIM, which an org's own identity provider drives, are not sign-up.
+ */
+async function assertSignUpOpen(deps: Deps, email: string): Promise<void> {
+  const mode = deps.config.signUp;
+  if (mode === "open") return;
+  if (mode === "invite") {
+    const invited = await deps.db
+      .selectFrom("invitations")
+      .select("id")
+      .where("email", "=", email.trim().toLowerCase())
+      .where("status", "=", "pending")
+      .where("expires_at", ">", deps.clock.now().toISOString())
+      .executeTakeFirst();
+    if (invited) return;
+    throw new ForbiddenError("sign-up is by invitation only on this server: ask an organization's admin to invite you");
+  }
+  throw new ForbiddenError("sign-up is closed on this server");
+}
+
 /** Where failed console sign-ins are counted (workspaces count theirs per project). */
 const CONSOLE = "console";
 
 export function authRoutes(deps: Deps, auth: Auth, sessions: ConsoleSessions, signInFailures: SignInFailures) {
   return createRouter()
-    .openapi(signUpRoute, (c) => {
+    .openapi(signUpRoute, async (c) => {
       const { email, password, name } = c.req.valid("json");
+      await assertSignUpOpen(deps, email);
       return forward(c, auth, { email, password, name }, () => emailTaken(deps, email)) as never;
     })
     .openapi(signInRoute, async (c) => {

@@ -23,6 +23,7 @@ import { sso } from "./migrations/0020-sso.ts";
 import { ssoIdentities } from "./migrations/0021-sso-identities.ts";
 import { identityConsent } from "./migrations/0022-identity-consent.ts";
 import { tenantErrorsAuthenticated } from "./migrations/0023-tenant-errors-authenticated.ts";
+import { projectSignUp } from "./migrations/0024-project-sign-up.ts";
 
 /** The migration set, in order. Each entry is written once and never edited after it ships. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -50,6 +51,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     "0021-sso-identities": ssoIdentities(),
     "0022-identity-consent": identityConsent(),
     "0023-tenant-errors-authenticated": tenantErrorsAuthenticated(),
+    "0024-project-sign-up": projectSignUp(),
   };
 }
 

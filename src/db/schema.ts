@@ -212,6 +212,8 @@ export interface ProjectsTable {
   name: string;
   status: string;
   environment: string;
+  /** Whether the workspace's own sign-up is `open` or `closed` (DESIGN §16). */
+  sign_up: Generated<string>;
   region: string;
   db_type: string;
   template: string;

@@ -230,3 +230,19 @@ export function backoffMs(attempt: number, baseMs: number, random: () => number 
   const raw = Math.min(baseMs * 2 ** Math.max(0, attempt - 1), 3_600_000);
   return Math.round(raw * (0.8 + 0.4 * random()));
 }
+
+/** Jobs due to run now and not claimed, and how long the oldest of them has waited (metrics). */
+export async function readyJobs(deps: { db: Db; clock: Clock }): Promise<{ ready: number; oldestSeconds: number }> {
+  const now = deps.clock.now();
+  const row = await deps.db
+    .selectFrom("jobs")
+    .select((eb) => [eb.fn.countAll<number | string>().as("ready"), eb.fn.min("run_at").as("oldest")])
+    .where("status", "=", "pending")
+    .where("run_at", "<=", now.toISOString())
+    .executeTakeFirst();
+  const oldest = row?.oldest ? Date.parse(row.oldest as string) : Number.NaN;
+  return {
+    ready: Number(row?.ready ?? 0),
+    oldestSeconds: Number.isNaN(oldest) ? 0 : Math.max(0, (now.getTime() - oldest) / 1000),
+  };
+}

@@ -28,6 +28,7 @@ import { createOutboundClient } from "../lib/outbound.ts";
 import { SecretBox } from "../lib/secret-box.ts";
 import { createLogger, type Logger } from "../logger.ts";
 import { createMailer } from "../mail/mailer.ts";
+import { openBlobStore, prepareBlobStore } from "../storage/open.ts";
 
 export interface StartOptions {
   config: Config;
@@ -62,10 +63,12 @@ export async function openDeps(
     jobs,
     outbound,
     secrets: secretBox(config),
+    storage: openBlobStore(config, log),
   };
   // Values sealed under a previous key, or written before sealing: sealed anew with the current one.
   if (migrate) {
     try {
+      await prepareBlobStore(deps.storage, log);
       await resealSsoSecrets(deps);
       await resealIntegrationSecrets(deps);
     } catch (error) {

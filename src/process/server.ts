@@ -21,6 +21,8 @@ import type { AppEnv } from "../http/context.ts";
 import { errorBody } from "../http/envelope.ts";
 import { RateLimiter } from "../http/rate-limit.ts";
 import { SIGN_IN_FAILURE_WINDOW_MS, SignInFailures } from "../http/sign-in-failures.ts";
+import { readyJobs } from "../jobs/queue.ts";
+import { metricsText, setGaugeSources } from "../lib/metrics.ts";
 import { closeDeps, createWorker, openDeps, type StartOptions, workspacePool } from "./runtime.ts";
 import { WorkerThread } from "./worker-thread.ts";
 
@@ -84,7 +86,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     signInFailures,
     workspace: { deps, sessions, pool, dispatcher, limiter, signInFailures, errors: tenantErrors, meter },
     shuttingDown: () => inFlight.closing,
+    metrics: async () => metricsText(thread ? [await thread.metrics()] : []),
   });
+  const unsetGauges = setGaugeSources({ readyJobs: () => readyJobs(deps), workspacesOpen: () => pool.size });
   const server = await new Promise<HttpServer>((resolve, reject) => {
     // This server is HTTP/1.1, so the bindings are always the node:http request and response.
     const fetch = (request: Request, env: HttpBindings | Http2Bindings) => {
@@ -146,6 +150,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       await Promise.all([limiter.stop(), failureLimiter.stop()]);
       await pool.closeAll();
       await closeDeps(deps, database);
+      unsetGauges();
     })();
     return closing;
   };

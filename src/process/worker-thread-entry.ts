@@ -1,5 +1,6 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { OutboxEvent, WorkspaceStore } from "../domains/workspace/store.ts";
+import { countersJson } from "../lib/metrics.ts";
 import { startWorker } from "./runtime.ts";
 import type { FromThread, StoreCall, ThreadData, ToThread } from "./worker-thread.ts";
 
@@ -50,6 +51,11 @@ port.on("message", (message: ToThread) => {
       else call?.reject(new Error(message.error));
       break;
     }
+    case "metrics":
+      void countersJson().then((metrics) =>
+        port.postMessage({ type: "metrics", id: message.id, metrics } satisfies FromThread),
+      );
+      break;
     case "stop":
       stopping = true;
       void running

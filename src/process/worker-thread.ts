@@ -16,10 +16,14 @@ export type ToThread =
   | { type: "wake"; kinds: string[] }
   | { type: "dispatch"; projectIds: string[] }
   | { type: "stored"; id: number; value?: unknown; error?: string }
+  | { type: "metrics"; id: number }
   | { type: "stop" };
 
 /** What a worker thread tells its server. */
-export type FromThread = { type: "ready" } | { type: "store"; id: number; call: StoreCall };
+export type FromThread =
+  | { type: "ready" }
+  | { type: "store"; id: number; call: StoreCall }
+  | { type: "metrics"; id: number; metrics: object[] };
 
 export interface ThreadData {
   config: Config;
@@ -27,6 +31,8 @@ export interface ThreadData {
 
 /** A thread that died unasked is started again after this long. */
 const RESTART_DELAY_MS = 1_000;
+/** A scrape does not wait longer than this for the thread's counters (it shows the server's alone). */
+const METRICS_TIMEOUT_MS = 2_000;
 
 /**
  * The server's job worker, run on a thread of its own with its own database connection, so jobs
@@ -51,6 +57,8 @@ export class WorkerThread {
   private readonly projects = new Set<string>();
   private dispatchQueued = false;
   private readonly unsubscribe: () => void;
+  private lastMetricsCall = 0;
+  private readonly metricsCalls = new Map<number, (metrics: object[]) => void>();
 
   private constructor(
     private readonly deps: Deps,
@@ -81,6 +89,24 @@ export class WorkerThread {
       const projectIds = [...this.projects];
       this.projects.clear();
       this.post({ type: "dispatch", projectIds });
+    });
+  }
+
+  /** The thread's metrics (its registry as JSON: webhook deliveries, storage errors); none if it does not answer in time. */
+  metrics(): Promise<object[]> {
+    const thread = this.thread;
+    if (!thread) return Promise.resolve([]);
+    const id = ++this.lastMetricsCall;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.metricsCalls.delete(id);
+        resolve([]);
+      }, METRICS_TIMEOUT_MS);
+      this.metricsCalls.set(id, (metrics) => {
+        clearTimeout(timer);
+        resolve(metrics);
+      });
+      thread.postMessage({ type: "metrics", id } satisfies ToThread);
     });
   }
 
@@ -153,6 +179,9 @@ export class WorkerThread {
           resolve();
         } else if (message.type === "store") {
           void this.answerStoreCall(thread, message);
+        } else if (message.type === "metrics") {
+          this.metricsCalls.get(message.id)?.(message.metrics);
+          this.metricsCalls.delete(message.id);
         }
       });
       thread.on("error", (error) => {

@@ -22,6 +22,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/health/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness: the database and the object storage can be reached
+         * @description 200 when both can be reached; 503 `UNAVAILABLE` while either cannot (its `details` say which), or while the process shuts down. `GET /health` stays the liveness answer.
+         */
+        get: operations["getHealthReady"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/sign-up/email": {
         parameters: {
             query?: never;
@@ -1829,6 +1849,11 @@ export interface components {
             status: "provisioning" | "active" | "failed" | "paused" | "deleted";
             /** @enum {string} */
             environment: "production" | "staging" | "development";
+            /**
+             * @description Whether the workspace's own `POST /api/auth/sign-up` is open (the default) or closed (403)
+             * @enum {string}
+             */
+            signUp: "open" | "closed";
             region: string;
             primaryRegion: string | null;
             dbType: string;
@@ -1851,6 +1876,8 @@ export interface components {
             name?: string;
             /** @enum {string} */
             environment?: "production" | "staging" | "development";
+            /** @enum {string} */
+            signUp?: "open" | "closed";
         };
         UpgradeResult: {
             /** @enum {string} */
@@ -2361,6 +2388,60 @@ export interface operations {
                         status: "ok";
                         /** @enum {string} */
                         database: "ok";
+                    };
+                };
+            };
+            /** @description Rate limited (with Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (never with internals) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unavailable for now; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getHealthReady: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        status: "ok";
+                        /** @enum {string} */
+                        database: "ok";
+                        /** @enum {string} */
+                        storage: "ok";
                     };
                 };
             };

@@ -1,26 +1,19 @@
 import { workerData } from "node:worker_threads";
-import { sql } from "kysely";
 import { reportToParent } from "../../lib/threads.ts";
 import { openWorkspaceFile } from "../projects/workspace-db.ts";
 import { restoreToInstant, stampHistory } from "./history.ts";
 import type { RewindTask } from "./rewind-thread.ts";
-import { restoreFromSnapshot, returnFileBytesBetween } from "./snapshot.ts";
+import { restoreFromSnapshot } from "./snapshot.ts";
 
 // The body of a SQLite restore's thread (see rewindOnThread): one workspace transaction.
 const task = workerData as RewindTask;
 await reportToParent(async () => {
   const { db, sqlite } = openWorkspaceFile(task.file, { create: false });
   try {
-    if (task.snapshot) sqlite.prepare("attach database ? as snap").run(task.snapshot.file);
+    if (task.snapshot) sqlite.prepare("attach database ? as snap").run(task.snapshot);
     await db.transaction().execute(async (trx) => {
       await stampHistory(trx, "sqlite");
       if (task.snapshot) {
-        const files = await sql<{ id: string }>`select id from snap.files`.execute(trx);
-        returnFileBytesBetween(
-          task.snapshot.filesFrom,
-          task.snapshot.filesTo,
-          files.rows.map((row) => row.id),
-        );
         await restoreFromSnapshot(trx, "sqlite", "");
       } else {
         await restoreToInstant(trx, "sqlite", task.instant as string);

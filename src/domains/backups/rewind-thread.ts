@@ -5,8 +5,8 @@ export interface RewindTask {
   file: string;
   /** Point-in-time: the instant (ISO-8601) to bring the data back to. */
   instant?: string;
-  /** From a backup: its snapshot file, and where the bytes of its files are and go. */
-  snapshot?: { file: string; filesFrom: string; filesTo: string };
+  /** From a backup: its snapshot file (the bytes of its files are put back before). */
+  snapshot?: string;
   /** The outbox rows the restore raises (its `workspace:restored`). */
   events: Record<string, unknown>[];
 }

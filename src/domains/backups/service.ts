@@ -19,7 +19,7 @@ import {
   projectEventPayload,
 } from "../projects/service.ts";
 import { compareVersions } from "../projects/templates.ts";
-import { workspaceFile, workspaceFilesDir, workspaceSchema } from "../projects/workspace-db.ts";
+import { workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 import { emitOrgEvent } from "../webhooks/events.ts";
 import type { WorkspaceRuntime } from "../workspace/access.ts";
 import { outboxRows } from "../workspace/dispatch.ts";
@@ -31,9 +31,8 @@ import {
   migrateSnapshot,
   restoreFromSnapshot,
   returnFileBytes,
-  snapshotFilesDir,
+  snapshotFiles,
   snapshotPath,
-  snapshotSchema,
   takeSnapshot,
 } from "./snapshot.ts";
 
@@ -148,6 +147,11 @@ async function rewindWorkspace(
 ): Promise<void> {
   const { deps } = runtime;
   const event = outboxRows(deps, [{ channel: "workspace", event: "restored", data }]);
+  // The bytes of the snapshot's files first, outside the transaction (they are copies in the
+  // blob store, which no transaction covers): by its commit, every row it restores has them.
+  if ("backupId" in rewind) {
+    await returnFileBytes(deps, projectId, rewind.backupId, await snapshotFiles(deps, projectId, rewind.backupId));
+  }
   // The dispatcher must know of the event before it is committed (see writes.ts).
   await runtime.dispatcher.markPending(projectId);
   await holdingWrites(projectId, async () => {
@@ -157,13 +161,7 @@ async function rewindWorkspace(
         events: event as unknown as Record<string, unknown>[],
         ...("instant" in rewind
           ? { instant: rewind.instant }
-          : {
-              snapshot: {
-                file: snapshotPath(deps, projectId, rewind.backupId),
-                filesFrom: snapshotFilesDir(deps, projectId, rewind.backupId),
-                filesTo: workspaceFilesDir(deps, projectId),
-              },
-            }),
+          : { snapshot: snapshotPath(deps, projectId, rewind.backupId) }),
       });
       return;
     }
@@ -174,15 +172,6 @@ async function rewindWorkspace(
       if ("instant" in rewind) {
         await restoreToInstant(trx, "postgres", rewind.instant);
       } else {
-        const files = await sql<{
-          id: string;
-        }>`select id from ${sql.id(snapshotSchema(rewind.backupId), "files")}`.execute(trx);
-        returnFileBytes(
-          deps,
-          projectId,
-          rewind.backupId,
-          files.rows.map((row) => row.id),
-        );
         await restoreFromSnapshot(trx, "postgres", rewind.backupId);
       }
       await sql`insert into events (id, channel, event, data, created_at) values (${event[0]?.id}, ${event[0]?.channel}, ${event[0]?.event}, ${event[0]?.data}, ${event[0]?.created_at})`.execute(

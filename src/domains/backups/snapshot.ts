@@ -1,38 +1,20 @@
-import {
-  closeSync,
-  copyFileSync,
-  existsSync,
-  fsyncSync,
-  linkSync,
-  mkdirSync,
-  openSync,
-  renameSync,
-  rmSync,
-  statSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { sql } from "kysely";
 import type { Dialect } from "../../db/database.ts";
 import type { Deps } from "../../deps.ts";
 import { makeDirectory } from "../../lib/dirs.ts";
+import { backupFileKey, backupFilesPrefix, fileKey, projectPrefix } from "../../storage/keys.ts";
 import { compareVersions, versionsBetween } from "../projects/templates.ts";
-import {
-  openWorkspaceFile,
-  type WorkspaceDb,
-  workspaceFile,
-  workspaceFilesDir,
-  workspaceSchema,
-} from "../projects/workspace-db.ts";
+import { openWorkspaceFile, type WorkspaceDb, workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 import { columnsOf, HISTORY_TABLES, tablesPresent } from "./history.ts";
 
 /**
  * Snapshots of a workspace (DESIGN §9 backups). A snapshot holds the workspace's data tables (the
  * history tables: collections, items, users, sessions, files) and its `_plinth_meta`, as one
  * transaction saw them, never the outbox nor the history itself; and the bytes of every file it
- * lists, as hard links (copies across file systems) beside it, so that deleting the files from
- * the workspace, or the workspace, leaves the backup whole.
+ * lists, copied in the blob store under the backup's own keys (hard links in a local one), so
+ * that deleting the files from the workspace, or the workspace, leaves the backup whole.
  *
  * On SQLite a snapshot is a database file of its own, written by `create table … as select` from
  * a read transaction on the live workspace with the new file attached: SQLite copies page by page
@@ -42,17 +24,13 @@ import { columnsOf, HISTORY_TABLES, tablesPresent } from "./history.ts";
 
 const META = "_plinth_meta";
 
-/** Where a backup's snapshot lives. */
+/** Where a project's SQLite snapshots live. */
 export function backupDir(deps: Deps, projectId: string): string {
   return path.join(deps.config.dataDir, "backups", projectId);
 }
 
 function snapshotFile(deps: Deps, projectId: string, backupId: string): string {
   return path.join(backupDir(deps, projectId), `${backupId}.db`);
-}
-
-export function snapshotFilesDir(deps: Deps, projectId: string, backupId: string): string {
-  return path.join(backupDir(deps, projectId), `${backupId}.files`);
 }
 
 export function snapshotSchema(backupId: string): string {
@@ -96,7 +74,7 @@ export async function takeSnapshot(
 
 interface Taken {
   bytes: number;
-  files: string[];
+  files: { id: string; size: number }[];
   templateVersion: string | null;
 }
 
@@ -122,7 +100,7 @@ async function snapshotSqlite(deps: Deps, projectId: string, backupId: string): 
         sqlite.exec(`create unique index snap.${quote(`${table}_key`)} on ${quote(table)} (${quote(keyOf(table))})`);
       }
     })();
-    const files = sqlite.prepare("select id from snap.files").pluck().all() as string[];
+    const files = sqlite.prepare("select id, size from snap.files").all() as { id: string; size: number }[];
     const version = sqlite.prepare(`select value from snap.${META} where key = 'template_version'`).pluck().get() as
       | string
       | undefined;
@@ -151,7 +129,10 @@ async function snapshotPostgres(deps: Deps, projectId: string, backupId: string)
         await sql`create table ${sql.id(target, table)} as table ${sql.id(source, table)}`.execute(trx);
         await sql`alter table ${sql.id(target, table)} add primary key (${sql.id(keyOf(table))})`.execute(trx);
       }
-      const files = await sql<{ id: string }>`select id from ${sql.id(target, "files")}`.execute(trx);
+      const files = await sql<{
+        id: string;
+        size: string | number;
+      }>`select id, size from ${sql.id(target, "files")}`.execute(trx);
       const version = await sql<{
         value: string;
       }>`select value from ${sql.id(target, META)} where key = 'template_version'`.execute(trx);
@@ -160,7 +141,7 @@ async function snapshotPostgres(deps: Deps, projectId: string, backupId: string)
         where c.relnamespace = ${target}::regnamespace and c.relkind = 'r'`.execute(trx);
       return {
         bytes: Number(size.rows[0]?.bytes ?? 0),
-        files: files.rows.map((row) => row.id),
+        files: files.rows.map((row) => ({ id: row.id, size: Number(row.size) })),
         templateVersion: version.rows[0]?.value ?? null,
       };
     });
@@ -176,35 +157,31 @@ function syncDirectory(dir: string): void {
   }
 }
 
-/** Links (or copies) the bytes of `files` beside the snapshot; returns how many bytes they are. */
-async function holdFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): Promise<number> {
-  if (files.length === 0) return 0;
-  const from = workspaceFilesDir(deps, projectId);
-  const to = snapshotFilesDir(deps, projectId, backupId);
-  mkdirSync(to, { recursive: true });
-  let bytes = 0;
-  for (const id of files) {
-    const source = path.join(from, id);
-    const target = path.join(to, id);
-    if (!existsSync(source)) throw new Error(`the bytes of file ${id} are missing from the workspace`);
-    linkOrCopy(source, target);
-    bytes += statSync(target).size;
-  }
-  syncDirectory(to);
-  return bytes;
+/** Copies in the blob store at once, in a backup or a restore: enough to overlap their round trips. */
+const COPIES_AT_ONCE = 8;
+
+/** Runs `work` on every item, `COPIES_AT_ONCE` at a time; the first failure fails it. */
+async function eachAtOnce<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) await work(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(COPIES_AT_ONCE, items.length) }, lane));
 }
 
-/**
- * Synchronous on purpose: a SQLite restore calls it inside its transaction, which must not give
- * the event loop a turn (see `rewindWorkspace`).
- */
-function linkOrCopy(source: string, target: string): void {
-  rmSync(target, { force: true });
-  try {
-    linkSync(source, target);
-  } catch {
-    copyFileSync(source, target);
-  }
+/** Copies the bytes of `files` under the backup's keys; returns how many bytes they are. */
+async function holdFileBytes(
+  deps: Deps,
+  projectId: string,
+  backupId: string,
+  files: { id: string; size: number }[],
+): Promise<number> {
+  await eachAtOnce(files, async ({ id }) => {
+    if (!(await deps.storage.copy(fileKey(projectId, id), backupFileKey(projectId, backupId, id)))) {
+      throw new Error(`the bytes of file ${id} are missing from the workspace`);
+    }
+  });
+  return files.reduce((sum, file) => sum + Number(file.size), 0);
 }
 
 /** Removes a backup's snapshot and its file bytes; nothing if there are none. */
@@ -215,13 +192,14 @@ export async function dropSnapshot(deps: Deps, projectId: string, backupId: stri
     const file = snapshotFile(deps, projectId, backupId);
     for (const suffix of ["", ".part", "-journal"]) rmSync(`${file}${suffix}`, { force: true });
   }
-  rmSync(snapshotFilesDir(deps, projectId, backupId), { recursive: true, force: true });
+  await deps.storage.deletePrefix(backupFilesPrefix(projectId, backupId));
 }
 
-/** Removes every snapshot of a project (its purge). */
+/** Removes every snapshot of a project, and whatever else it has stored (its purge). */
 export async function dropProjectSnapshots(deps: Deps, projectId: string, backupIds: string[]): Promise<void> {
   for (const id of backupIds) await dropSnapshot(deps, projectId, id);
   rmSync(backupDir(deps, projectId), { recursive: true, force: true });
+  await deps.storage.deletePrefix(projectPrefix(projectId));
 }
 
 /**
@@ -302,25 +280,36 @@ export async function restoreFromSnapshot(trx: WorkspaceDb, dialect: Dialect, ba
 }
 
 /**
- * Puts back, in the workspace's files directory, the bytes of the snapshot's files that are no
- * longer there (deleted since, and swept). Done before the restore commits: a restored row never
- * lists bytes that are missing.
+ * Puts back, under the workspace's keys, the bytes of the snapshot's files that are no longer
+ * there (deleted since, and swept), copied from the backup's. Done before the restore commits: a
+ * restored row never lists bytes that are missing. A restore that then fails leaves copies no
+ * row lists, which the leftovers sweep removes.
  */
-export function returnFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): void {
-  returnFileBytesBetween(snapshotFilesDir(deps, projectId, backupId), workspaceFilesDir(deps, projectId), files);
+export async function returnFileBytes(deps: Deps, projectId: string, backupId: string, files: string[]): Promise<void> {
+  await eachAtOnce(files, async (id) => {
+    const key = fileKey(projectId, id);
+    if (await deps.storage.has(key)) return;
+    if (!(await deps.storage.copy(backupFileKey(projectId, backupId, id), key))) {
+      throw new Error(`the bytes of file ${id} are missing from backup ${backupId}`);
+    }
+  });
 }
 
-/** `returnFileBytes`, by directory: the snapshot's file bytes (`from`) and the workspace's (`to`). */
-export function returnFileBytesBetween(from: string, to: string, files: string[]): void {
-  for (const id of files) {
-    const target = path.join(to, id);
-    if (existsSync(target)) continue;
-    mkdirSync(to, { recursive: true });
-    linkOrCopy(path.join(from, id), target);
-    // A link shares its inode's modification time, the original upload's: made fresh, so that
-    // the upload leftovers sweep (which spares what was written in the last day) cannot take
-    // bytes a restore is about to list before its transaction commits.
-    const now = new Date();
-    utimesSync(target, now, now);
+/** The files a snapshot lists (which it holds the bytes of). */
+export async function snapshotFiles(deps: Deps, projectId: string, backupId: string): Promise<string[]> {
+  if (deps.dialect === "postgres") {
+    const { rows } = await sql<{ id: string }>`select id from ${sql.id(snapshotSchema(backupId), "files")}`
+      .execute(deps.db)
+      .catch(() => ({ rows: [] as { id: string }[] }));
+    return rows.map((row) => row.id);
+  }
+  const { db, sqlite } = openWorkspaceFile(snapshotFile(deps, projectId, backupId), { create: false });
+  try {
+    return (sqlite.prepare("select id from files").pluck().all() as string[]) ?? [];
+  } catch {
+    return [];
+  } finally {
+    await db.destroy().catch(() => {});
+    if (sqlite.open) sqlite.close();
   }
 }

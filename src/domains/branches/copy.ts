@@ -1,15 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { copyFile, link, mkdir, readdir, rename, rm } from "node:fs/promises";
+import { rename, rm } from "node:fs/promises";
 import { sql } from "kysely";
 import type { Deps } from "../../deps.ts";
 import { runOnThread, sibling } from "../../lib/threads.ts";
+import { baseName, fileKey, filesPrefix } from "../../storage/keys.ts";
 import { installHistory, restoreToInstant } from "../backups/history.ts";
 import {
   dropWorkspace,
   openWorkspaceFile,
   type WorkspaceDb,
   workspaceFile,
-  workspaceFilesDir,
   workspaceSchema,
 } from "../projects/workspace-db.ts";
 import type { WorkspacePool } from "../workspace/pool.ts";
@@ -27,9 +27,11 @@ const NOT_COPIED = new Set(["events", "_history"]);
 /**
  * Makes `targetId`'s workspace a copy of `sourceId`'s, as of `instant` (ISO-8601; null: now),
  * replacing whatever `targetId` had: its data (every table but the outbox), its history started
- * afresh, and its files' bytes (hard links to the source's, copies where linking fails). The
- * copy is built aside and put in place while this process holds no connection to the target
- * (`WorkspacePool.exclusive`); a failure leaves the target as it was and nothing half-made.
+ * afresh, and its files' bytes (copied in the blob store: on the server, or hard links). The
+ * data is built aside and put in place while this process holds no connection to the target
+ * (`WorkspacePool.exclusive`); a failure leaves the target's data as it was. The source's file
+ * bytes are copied in before, and the target's own removed after: a failure between leaves only
+ * objects no row lists, which the leftovers sweep removes.
  */
 export async function copyWorkspace(
   deps: Deps,
@@ -37,8 +39,6 @@ export async function copyWorkspace(
   { sourceId, targetId, instant }: { sourceId: string; targetId: string; instant: string | null },
 ): Promise<void> {
   const staging = `.staging-${randomBytes(6).toString("hex")}`;
-  const files = workspaceFilesDir(deps, targetId);
-  const stagedFiles = `${files}${staging}`;
   const stagedFile = `${workspaceFile(deps, targetId)}${staging}`;
   try {
     if (deps.dialect === "sqlite") {
@@ -49,7 +49,7 @@ export async function copyWorkspace(
     }
     // After the data: every file a copied row names has its bytes by then (they are written
     // before the row commits, and kept while the history holds the row).
-    await linkFiles(workspaceFilesDir(deps, sourceId), stagedFiles);
+    const copied = await copyFiles(deps, sourceId, targetId);
     await pool.exclusive(targetId, async () => {
       if (deps.dialect === "sqlite") {
         const file = workspaceFile(deps, targetId);
@@ -58,26 +58,31 @@ export async function copyWorkspace(
       } else {
         await copySchema(deps, sourceId, targetId, instant);
       }
-      await rm(files, { recursive: true, force: true });
-      await rename(stagedFiles, files);
     });
+    // The target's own files are no longer listed by anything: its history started afresh.
+    const stale: string[] = [];
+    for await (const object of deps.storage.list(filesPrefix(targetId))) {
+      if (!copied.has(baseName(object.key))) stale.push(object.key);
+    }
+    await deps.storage.delete(stale);
   } finally {
     await rm(stagedFile, { force: true });
-    await rm(stagedFiles, { recursive: true, force: true });
   }
 }
 
-/** Hard-links every finished file of `from` into `to` (created), copying where linking fails. */
-async function linkFiles(from: string, to: string): Promise<void> {
-  await mkdir(to, { recursive: true });
-  const names = await readdir(from).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === "ENOENT") return [] as string[];
-    throw error;
-  });
-  for (const name of names) {
-    if (name.endsWith(".part")) continue;
-    await link(`${from}/${name}`, `${to}/${name}`).catch(() => copyFile(`${from}/${name}`, `${to}/${name}`));
-  }
+/** Copies every stored file of `sourceId`'s workspace to `targetId`'s; returns their ids. */
+async function copyFiles(deps: Deps, sourceId: string, targetId: string): Promise<Set<string>> {
+  const ids: string[] = [];
+  for await (const object of deps.storage.list(filesPrefix(sourceId))) ids.push(baseName(object.key));
+  const copying = [...ids];
+  const lane = async () => {
+    for (let id = copying.shift(); id !== undefined; id = copying.shift()) {
+      // Gone meanwhile (a sweep): nothing lists it, so nothing needs it.
+      await deps.storage.copy(fileKey(sourceId, id), fileKey(targetId, id));
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, lane));
+  return new Set(ids);
 }
 
 /**

@@ -1,4 +1,3 @@
-import path from "node:path";
 import { DAY_MS } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
 import { randomHex } from "../../lib/tokens.ts";
@@ -8,15 +7,6 @@ import { randomHex } from "../../lib/tokens.ts";
  * cannot be guessed, and holds no path separator, dot-dot or character that needs quoting.
  */
 const DUMP_NAME = /^[a-z0-9][a-z0-9-]{0,62}-(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z-[0-9a-f]{32}\.sql$/;
-
-/** Where dumps are kept: one directory per org, named by its id. */
-export function exportsDir(deps: Deps): string {
-  return path.join(deps.config.dataDir, "exports");
-}
-
-export function orgExportsDir(deps: Deps, orgId: string): string {
-  return path.join(exportsDir(deps), orgId);
-}
 
 export function dumpName(projectSlug: string, at: Date): string {
   const stamp = at

@@ -1,32 +1,26 @@
-import { readdir, rm } from "node:fs/promises";
-import path from "node:path";
 import { DAY_MS } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
-import { dumpTakenAt, exportsDir, isExpired } from "./dump-files.ts";
+import { baseName, EXPORTS_PREFIX } from "../../storage/keys.ts";
+import { dumpTakenAt, isExpired } from "./dump-files.ts";
 
-/** A dump still being written is never this old: a `.part` older than this is a crash's leftover. */
+/** A dump still being written is never this old: an upload older than this is a crash's leftover. */
 const LEFTOVER_AGE_MS = DAY_MS;
 
 /**
- * Removes dumps past EXPORT_RETENTION_DAYS (by the time in their names), and the `.part` files of
- * exports cut short by a crash once they are a day old. Files not named like dumps are left alone.
+ * Removes dumps past EXPORT_RETENTION_DAYS (by the time in their names), and what exports cut
+ * short by a crash left once a day old. Objects not named like dumps are left alone.
  */
 export async function removeExpiredDumps(deps: Deps): Promise<void> {
-  const root = exportsDir(deps);
   const now = deps.clock.now().getTime();
-  for (const org of await readdir(root, { withFileTypes: true }).catch(() => [])) {
-    if (!org.isDirectory()) continue;
-    const dir = path.join(root, org.name);
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
-      const partial = name.endsWith(".part");
-      const takenAt = dumpTakenAt(partial ? name.slice(0, -".part".length) : name);
-      if (!takenAt) continue;
-      const due = partial ? takenAt.getTime() <= now - LEFTOVER_AGE_MS : isExpired(deps, takenAt);
-      if (due) await rm(path.join(dir, name), { force: true });
-    }
+  await deps.storage.removeIncomplete(EXPORTS_PREFIX, new Date(now - LEFTOVER_AGE_MS));
+  const expired: string[] = [];
+  for await (const object of deps.storage.list(EXPORTS_PREFIX)) {
+    const takenAt = dumpTakenAt(baseName(object.key));
+    if (takenAt && isExpired(deps, takenAt)) expired.push(object.key);
   }
+  await deps.storage.delete(expired);
 }
 
 export function exportJobs(deps: Deps): JobHandlers {

@@ -1,14 +1,13 @@
-import { type FileHandle, open, rename, rm } from "node:fs/promises";
-import path from "node:path";
-import { Readable } from "node:stream";
+import { PassThrough } from "node:stream";
 import { NotFoundError } from "../../errors.ts";
-import { makeDirectory } from "../../lib/dirs.ts";
+import type { BlobStore } from "../../storage/blob-store.ts";
+import { exportKey } from "../../storage/keys.ts";
 import { recordAudit } from "../audit/service.ts";
 import type { OrgCtx } from "../context.ts";
 import { authorize, inOrgTransaction } from "../orgs/access.ts";
 import { workspaceSchema } from "../projects/workspace-db.ts";
 import type { WorkspacePool } from "../workspace/pool.ts";
-import { dumpName, dumpTakenAt, isExpired, orgExportsDir } from "./dump-files.ts";
+import { dumpName, dumpTakenAt, isExpired } from "./dump-files.ts";
 import { type DumpSink, dumpWorkspace } from "./sql-dump.ts";
 
 interface ExportedProject {
@@ -18,8 +17,8 @@ interface ExportedProject {
 }
 
 /**
- * Dumps every live project of the org to a file of its own, one workspace at a time, each
- * written and synced to disk before the answer names it. A project with no workspace yet
+ * Dumps every live project of the org to a file of its own in the blob store, one workspace at a
+ * time, each stored whole before the answer names it. A project with no workspace yet
  * (provisioning, or failed) gets a dump that creates nothing. Should one fail, the dumps already
  * written go too: nothing is named that is not whole.
  */
@@ -35,13 +34,11 @@ export async function exportOrg({ ctx, workspaces }: { ctx: OrgCtx; workspaces: 
     .orderBy("id")
     .execute();
   const exportedAt = deps.clock.now();
-  const dir = orgExportsDir(deps, ctx.org.id);
-  makeDirectory(dir);
   const entries: { slug: string; filename: string }[] = [];
   try {
     for (const project of projects) {
       const filename = dumpName(project.slug, exportedAt);
-      await writeDumpFile(path.join(dir, filename), async (sink) => {
+      await storeDump(deps.storage, exportKey(ctx.org.id, filename), async (sink) => {
         await sink.write(dumpHeader(project, exportedAt));
         const dumped = await workspaces.use(project.id, async (db) => {
           await dumpWorkspace(sink, { db, dialect: deps.dialect, schema: workspaceSchema(project.id) });
@@ -60,7 +57,7 @@ export async function exportOrg({ ctx, workspaces }: { ctx: OrgCtx; workspaces: 
       }),
     );
   } catch (error) {
-    await Promise.all(entries.map((entry) => rm(path.join(dir, entry.filename), { force: true })));
+    await deps.storage.delete(entries.map((entry) => exportKey(ctx.org.id, entry.filename))).catch(() => {});
     throw error;
   }
   return { projects: entries, exportedAt: exportedAt.toISOString() };
@@ -75,54 +72,58 @@ function dumpHeader(project: ExportedProject, at: Date): string {
 }
 
 /**
- * Writes a dump to `<file>.part`, syncs it and only then gives it its name, so a dump under its
- * name is always whole; a failed one leaves nothing (a crash, a `.part` the daily job removes).
+ * Streams what `write` writes into the store under `key`: whole once stored, nothing if `write`
+ * fails (a crash midway leaves an upload the daily job removes). `write` waits while the store
+ * is behind, so a dump is never held in memory.
  */
-async function writeDumpFile(file: string, write: (sink: DumpSink) => Promise<void>): Promise<void> {
-  const partial = `${file}.part`;
-  const handle = await open(partial, "wx");
+async function storeDump(store: BlobStore, key: string, write: (sink: DumpSink) => Promise<void>): Promise<void> {
+  const stream = new PassThrough();
+  const stored = store.put(key, stream);
+  // Should the store fail first, `write` stops at its next chunk.
+  let failed: unknown;
+  stored.catch((error: unknown) => {
+    failed = error;
+    stream.destroy();
+  });
+  const sink: DumpSink = {
+    write: async (text) => {
+      if (failed) throw failed;
+      if (!stream.write(text, "utf8")) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            stream.off("close", go);
+            stream.off("drain", go);
+            resolve();
+          };
+          stream.on("drain", go);
+          stream.on("close", go);
+        });
+      }
+      if (failed) throw failed;
+    },
+  };
   try {
-    await write({ write: (text) => writeAll(handle, Buffer.from(text, "utf8")) });
-    await handle.sync();
+    await write(sink);
+    stream.end();
   } catch (error) {
-    await handle.close();
-    await rm(partial, { force: true });
+    stream.destroy(error as Error);
+    await stored.catch(() => {});
     throw error;
   }
-  await handle.close();
-  await rename(partial, file);
-}
-
-async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
-  for (let offset = 0; offset < bytes.length; ) {
-    offset += (await handle.write(bytes, offset, bytes.length - offset)).bytesWritten;
-  }
+  await stored;
 }
 
 /**
- * One of the org's dumps, streamed from disk. A name that is not a dump's (a path, `..`), another
+ * One of the org's dumps, streamed from the store. A name that is not a dump's (a path, `..`), another
  * org's dump, and one past EXPORT_RETENTION_DAYS are not found, as is one never written.
  */
 export async function openExport({ ctx, filename }: { ctx: OrgCtx; filename: string }) {
   authorize(ctx, "org:export");
   const takenAt = dumpTakenAt(filename);
   if (!takenAt || isExpired(ctx.deps, takenAt)) throw exportNotFound();
-  // Held open from here: the daily removal may unlink the file, and the download still completes.
-  const handle = await open(path.join(orgExportsDir(ctx.deps, ctx.org.id), filename), "r").catch(
-    (error: NodeJS.ErrnoException) => {
-      throw error.code === "ENOENT" ? exportNotFound() : error;
-    },
-  );
-  const info = await handle.stat();
-  if (!info.isFile()) {
-    await handle.close();
-    throw exportNotFound();
-  }
-  return {
-    content: Readable.toWeb(handle.createReadStream()) as ReadableStream,
-    filename,
-    size: info.size,
-  };
+  const stored = await ctx.deps.storage.get(exportKey(ctx.org.id, filename));
+  if (!stored) throw exportNotFound();
+  return { content: stored.body as ReadableStream, filename, size: stored.size };
 }
 
 function exportNotFound(): NotFoundError {

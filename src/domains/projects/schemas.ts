@@ -3,6 +3,7 @@ import { nameText } from "../fields.ts";
 import { REGIONS } from "../orgs/records.ts";
 
 const ENVIRONMENTS = ["production", "staging", "development"] as const;
+const SIGN_UP = ["open", "closed"] as const;
 
 export const ProjectParams = z.object({
   slug: z.string().openapi({ param: { name: "slug", in: "path" } }),
@@ -16,6 +17,9 @@ export const ProjectSchema = z
     name: z.string(),
     status: z.enum(["provisioning", "active", "failed", "paused", "deleted"]),
     environment: z.enum(ENVIRONMENTS),
+    signUp: z.enum(SIGN_UP).openapi({
+      description: "Whether the workspace's own `POST /api/auth/sign-up` is open (the default) or closed (403)",
+    }),
     region: z.string(),
     primaryRegion: z.string().nullable(),
     dbType: z.string(),
@@ -41,6 +45,7 @@ export const UpdateProjectInput = z
   .object({
     name: nameText(2, 60).optional(),
     environment: z.enum(ENVIRONMENTS).optional(),
+    signUp: z.enum(SIGN_UP).optional(),
   })
   .openapi("UpdateProjectInput");
 

@@ -33,6 +33,7 @@ function toProject(row: ProjectRow, publicUrl: string): Project {
     name: row.name,
     status: row.status as Project["status"],
     environment: row.environment as Project["environment"],
+    signUp: (row.sign_up ?? "open") as Project["signUp"],
     region: row.region,
     primaryRegion: row.region,
     dbType: row.db_type,
@@ -212,6 +213,7 @@ export async function createProject({ ctx, input }: { ctx: OrgCtx; input: z.infe
           name: input.name,
           status: "provisioning",
           environment: "production",
+          sign_up: "open",
           region: input.region ?? ctx.org.default_region,
           db_type: input.dbType ?? "d1",
           template: template.name,
@@ -267,12 +269,18 @@ export async function updateProject({
     ...(input.environment !== undefined && input.environment !== project.environment
       ? { environment: input.environment }
       : {}),
+    ...(input.signUp !== undefined && input.signUp !== project.sign_up ? { signUp: input.signUp } : {}),
   };
   if (Object.keys(changes).length === 0) return { project: toProject(project, ctx.deps.config.publicUrl) };
   const updated = await inOrgTransaction(ctx, async (trx) => {
     const row = await trx
       .updateTable("projects")
-      .set({ ...changes, updated_at: ctx.deps.clock.now().toISOString() })
+      .set({
+        name: changes.name,
+        environment: changes.environment,
+        sign_up: changes.signUp,
+        updated_at: ctx.deps.clock.now().toISOString(),
+      })
       .where("id", "=", project.id)
       .where("deleted_at", "is", null)
       .returningAll()

@@ -6,6 +6,7 @@ import { sqliteDialect } from "../../db/database.ts";
 import { SQLite } from "../../db/sqlite.ts";
 import type { Deps } from "../../deps.ts";
 import { makeDirectory } from "../../lib/dirs.ts";
+import { filesPrefix } from "../../storage/keys.ts";
 import { installHistory } from "../backups/history.ts";
 import { compareVersions, versionsBetween } from "./templates.ts";
 
@@ -156,11 +157,6 @@ export async function workspaceVersion(deps: Deps, projectId: string): Promise<s
   return withWorkspace(deps, projectId, readVersion);
 }
 
-/** Where a workspace's uploaded files live (on either database). */
-export function workspaceFilesDir(deps: Deps, projectId: string): string {
-  return path.join(deps.config.dataDir, "files", projectId);
-}
-
 /** Removes a workspace: its database (schema or file) and its uploaded files. */
 export async function dropWorkspace(deps: Deps, projectId: string): Promise<void> {
   if (deps.dialect === "postgres") {
@@ -169,7 +165,7 @@ export async function dropWorkspace(deps: Deps, projectId: string): Promise<void
     const file = workspaceFile(deps, projectId);
     for (const suffix of ["", "-wal", "-shm"]) rmSync(`${file}${suffix}`, { force: true });
   }
-  rmSync(workspaceFilesDir(deps, projectId), { recursive: true, force: true });
+  await deps.storage.deletePrefix(filesPrefix(projectId));
 }
 
 /** Opens a workspace for a caller outside this module (tests). */

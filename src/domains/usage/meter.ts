@@ -1,9 +1,9 @@
-import { readdir, stat } from "node:fs/promises";
-import path from "node:path";
+import { stat } from "node:fs/promises";
 import { sql } from "kysely";
 import type { Deps } from "../../deps.ts";
 import { isIdOf } from "../../lib/ids.ts";
-import { workspaceFile, workspaceFilesDir, workspaceSchema } from "../projects/workspace-db.ts";
+import { filesPrefix } from "../../storage/keys.ts";
+import { workspaceFile, workspaceSchema } from "../projects/workspace-db.ts";
 import { forgetOrgUsage } from "./quotas.ts";
 
 /** How often counted requests are written (DESIGN §10: at least every 10 s). */
@@ -127,20 +127,17 @@ export class UsageMeter {
 }
 
 /**
- * Bytes of the files in `dir` (0 when there is none). A file linked into several workspaces (a
- * branch's copy of its project's files shares their bytes) counts once over one `seen`.
+ * Bytes of a workspace's stored files. An object sharing its bytes with others (a hard link in a
+ * local store: a branch's copy of its project's files) counts once over one `seen`.
  */
-async function directoryBytes(dir: string, seen: Set<string>): Promise<number> {
+async function storedBytes(deps: Deps, workspaceId: string, seen: Set<string>): Promise<number> {
   let bytes = 0;
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
-    const info = await stat(path.join(dir, name)).catch(() => undefined);
-    if (!info?.isFile()) continue;
-    if (info.nlink > 1) {
-      const inode = `${info.dev}:${info.ino}`;
-      if (seen.has(inode)) continue;
-      seen.add(inode);
+  for await (const object of deps.storage.list(filesPrefix(workspaceId))) {
+    if (object.sharedAs !== undefined) {
+      if (seen.has(object.sharedAs)) continue;
+      seen.add(object.sharedAs);
     }
-    bytes += info.size;
+    bytes += object.size;
   }
   return bytes;
 }
@@ -163,7 +160,7 @@ export async function measureBytes(deps: Deps, workspaceIds: readonly string[]):
   }
   const seen = new Set<string>();
   let r2 = 0;
-  for (const id of workspaceIds) r2 += await directoryBytes(workspaceFilesDir(deps, id), seen);
+  for (const id of workspaceIds) r2 += await storedBytes(deps, id, seen);
   return { d1, r2 };
 }
 

@@ -5,6 +5,7 @@ import { chunked, insertRows, oneOf } from "../../db/shapes.ts";
 import type { Deps } from "../../deps.ts";
 import { newId } from "../../lib/ids.ts";
 import { fromJsonColumn, toJsonColumn } from "../../lib/json.ts";
+import { webhookDeliveries } from "../../lib/metrics.ts";
 import type { OutboundResponse } from "../../lib/outbound.ts";
 import { moveBreakers } from "./breaker.ts";
 import { deliveryView } from "./deliveries.ts";
@@ -137,6 +138,7 @@ async function send(
   const ok = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
   const error = ok ? null : (response.error ?? `HTTP ${response.statusCode}`);
   const status: DeliveryStatus = ok ? "succeeded" : request.final ? "dead" : "failed";
+  webhookDeliveries.inc({ kind: target.workspace ? "workspace" : "control", outcome: status });
   return { delivery, target, request, url, headers, response, ok, status, error };
 }
 

@@ -17,6 +17,8 @@ export interface Target {
   secretHeaders: boolean;
   /** Org and workspace webhooks have a breaker; the org URL and integrations do not. */
   webhookId: string | null;
+  /** A workspace webhook's (a project's own); the rest are the control plane's. */
+  workspace: boolean;
   /** False for a webhook switched off: its queued deliveries become `skipped`. */
   active: boolean;
   /** Why nothing can be sent to it (an integration not configured yet): each attempt fails so. */
@@ -47,6 +49,7 @@ export async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promis
         "webhooks.secret",
         "webhooks.headers",
         "webhooks.active",
+        "webhooks.project_id",
         "webhooks.deleted_at",
         "orgs.deleted_at as org_deleted_at",
         "projects.deleted_at as project_deleted_at",
@@ -61,6 +64,7 @@ export async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promis
         extraHeaders: withoutReservedHeaders(fromJsonColumn<Record<string, string>>(hook.headers, {})),
         secretHeaders: false,
         webhookId: hook.id,
+        workspace: hook.project_id !== null,
         active: Boolean(hook.active),
         refusal: null,
       });
@@ -80,6 +84,7 @@ export async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promis
         extraHeaders: {},
         secretHeaders: false,
         webhookId: null,
+        workspace: false,
         active: true,
         refusal: null,
       });
@@ -110,6 +115,7 @@ export async function resolveTargets(deps: Deps, deliveries: Delivery[]): Promis
         extraHeaders: providerAuthHeaders(kind, config),
         secretHeaders: true,
         webhookId: null,
+        workspace: false,
         active: true,
         refusal: unconfigured(kind, config),
       });

@@ -1,7 +1,4 @@
-import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
-import path from "node:path";
-import { Readable, Transform } from "node:stream";
+import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import Busboy from "busboy";
 import { DAY_MS } from "../../clock.ts";
@@ -17,8 +14,8 @@ import {
 import type { JobHandlers } from "../../jobs/handlers.ts";
 import type { RecurringJob } from "../../jobs/schedule.ts";
 import { newId } from "../../lib/ids.ts";
+import { baseName, fileKey, filesPrefix } from "../../storage/keys.ts";
 import { hasControlCharacter } from "../fields.ts";
-import { workspaceFilesDir } from "../projects/workspace-db.ts";
 import { recordUploadedBytes } from "../usage/meter.ts";
 import { assertR2Room, forgetOrgUsage } from "../usage/quotas.ts";
 import { requireMember, type WorkspaceCtx } from "./access.ts";
@@ -43,25 +40,19 @@ function toFile(row: FileRow) {
   };
 }
 
-function filesDir(ctx: WorkspaceCtx): string {
-  return workspaceFilesDir(ctx.deps, ctx.project.id);
-}
-
 class FileTooLargeError extends PayloadTooLargeError {
   constructor(limit: number) {
     super(`file exceeds ${limit} bytes (MAX_FILE_BYTES)`);
   }
 }
 
-/** Passes bytes through and fails the stream once more than `limit` have gone by. */
-function byteLimit(limit: number, counted: { bytes: number }): Transform {
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      counted.bytes += chunk.length;
-      if (counted.bytes > limit) callback(new FileTooLargeError(limit));
-      else callback(null, chunk);
-    },
-  });
+/** Passes `source`'s bytes through, and fails once more than `limit` have gone by. */
+async function* byteLimit(source: AsyncIterable<Buffer>, limit: number, counted: { bytes: number }) {
+  for await (const chunk of source) {
+    counted.bytes += chunk.length;
+    if (counted.bytes > limit) throw new FileTooLargeError(limit);
+    yield chunk;
+  }
 }
 
 export interface Upload {
@@ -74,8 +65,8 @@ export interface Upload {
   length?: number | undefined;
 }
 
-/** Streams one upload to a temporary file; multipart (field `file`) or a raw body named by `?name=`. */
-async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
+/** Streams one upload to `store`; multipart (field `file`) or a raw body named by `?name=`. */
+async function receive(ctx: WorkspaceCtx, upload: Upload, store: (bytes: AsyncIterable<Buffer>) => Promise<unknown>) {
   const limit = ctx.deps.config.maxFileBytes;
   const counted = { bytes: 0 };
   if (upload.contentType?.toLowerCase().startsWith("multipart/form-data")) {
@@ -111,7 +102,7 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
           );
           return;
         }
-        pipeline(stream, byteLimit(limit, counted), createWriteStream(tempPath)).then(
+        store(byteLimit(stream, limit, counted)).then(
           () => resolve({ name, contentType: info.mimeType || "application/octet-stream" }),
           reject,
         );
@@ -130,7 +121,7 @@ async function receive(ctx: WorkspaceCtx, upload: Upload, tempPath: string) {
   if (!upload.name) {
     throw new ValidationError([{ path: "name", message: "a raw upload needs ?name=<file name>" }]);
   }
-  await pipeline(upload.body, byteLimit(limit, counted), createWriteStream(tempPath)).catch(asCutOff(upload));
+  await store(byteLimit(upload.body, limit, counted)).catch(asCutOff(upload));
   return { name: upload.name, contentType: upload.contentType || "application/octet-stream", size: counted.bytes };
 }
 
@@ -148,39 +139,23 @@ function asCutOff(upload: Upload) {
   };
 }
 
-/** Makes `file`'s bytes, then its name in `dir`, durable (fsync of the file, then of the directory). */
-async function syncFile(file: string, dir: string): Promise<void> {
-  for (const target of [file, dir]) {
-    const handle = await open(target, "r");
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-  }
-}
-
 /**
- * Streams the upload to `<id>.part`, puts it in place as `<id>` (on disk for good), and only then
- * commits its row and `files:uploaded` event: a file that is listed and announced has its
- * content, whenever the process stops. A stop between the two leaves a file without a row, which
- * nothing lists or serves.
+ * Streams the upload into the blob store (a whole object once it is there for good), and only
+ * then commits its row and `files:uploaded` event: a file that is listed and announced has its
+ * content, whenever the process stops. A stop between the two leaves an object without a row,
+ * which nothing lists or serves, and the leftovers sweep removes.
  */
 export async function uploadFile({ ctx, upload }: { ctx: WorkspaceCtx; upload: Upload }) {
   requireMember(ctx, true);
-  const dir = filesDir(ctx);
-  await mkdir(dir, { recursive: true });
+  const { storage } = ctx.deps;
   const id = newId("fil");
-  const tempPath = path.join(dir, `${id}.part`);
-  const finalPath = path.join(dir, id);
+  const key = fileKey(ctx.project.id, id);
+  // The org's r2 allowance (DESIGN §8), before a byte is kept: by the declared length, and
+  // again by the bytes received (a body sent without one).
+  await assertR2Room(ctx.deps, ctx.project.org_id, upload.length ?? 0);
+  const meta = await receive(ctx, upload, (bytes) => storage.put(key, bytes));
   try {
-    // The org's r2 allowance (DESIGN §8), before a byte is kept: by the declared length, and
-    // again by the bytes received (a body sent without one).
-    await assertR2Room(ctx.deps, ctx.project.org_id, upload.length ?? 0);
-    const meta = await receive(ctx, upload, tempPath);
     if (upload.length === undefined) await assertR2Room(ctx.deps, ctx.project.org_id, meta.size);
-    await rename(tempPath, finalPath);
-    await syncFile(finalPath, dir);
     const row: FileRow = {
       id,
       name: meta.name,
@@ -198,8 +173,7 @@ export async function uploadFile({ ctx, upload }: { ctx: WorkspaceCtx; upload: U
     ctx.runtime.meter.filesChangedIn(ctx.project.id);
     return { file };
   } catch (error) {
-    await rm(tempPath, { force: true });
-    await rm(finalPath, { force: true });
+    await storage.delete([key]).catch(() => {});
     throw error;
   }
 }
@@ -239,12 +213,9 @@ export async function downloadFile({
 }): Promise<{ content: ReadableStream; name: string; contentType: string; size: number }> {
   requireMember(ctx, false);
   const row = await findFile(ctx.db, id);
-  const filePath = path.join(filesDir(ctx), row.id);
-  const { size } = await stat(filePath).catch(() => {
-    throw new NotFoundError("file content missing");
-  });
-  const content = Readable.toWeb(createReadStream(filePath)) as ReadableStream;
-  return { content, name: row.name, contentType: row.content_type, size };
+  const stored = await ctx.deps.storage.get(fileKey(ctx.project.id, row.id));
+  if (!stored) throw new NotFoundError("file content missing");
+  return { content: stored.body, name: row.name, contentType: row.content_type, size: stored.size };
 }
 
 export async function deleteFile({ ctx, id }: { ctx: WorkspaceCtx; id: string }): Promise<void> {
@@ -266,10 +237,9 @@ export async function deleteFile({ ctx, id }: { ctx: WorkspaceCtx; id: string })
 const LEFTOVER_AGE_MS = DAY_MS;
 
 /**
- * Removes what the workspaces' file directories no longer need: `<id>.part` files of uploads a
- * crash cut short, `<id>` files whose row never committed (see `uploadFile`), and the bytes of
- * deleted files once the history no longer holds them (past the restore window). Only entries
- * last written more than a day ago.
+ * Removes what the workspaces' files no longer need: uploads a crash cut short, objects whose row
+ * never committed (see `uploadFile`), and the bytes of deleted files once the history no longer
+ * holds them (past the restore window). Only objects written more than a day ago.
  */
 export async function sweepUploadLeftovers(deps: Deps, store: WorkspaceStore): Promise<void> {
   const projects = await deps.db
@@ -277,7 +247,7 @@ export async function sweepUploadLeftovers(deps: Deps, store: WorkspaceStore): P
     .select("id")
     .where("status", "in", ["active", "paused"])
     .execute();
-  // Branches' workspaces too: their files directories hold links to their bytes.
+  // Branches' workspaces too: each has files of its own.
   const branches = await deps.db
     .selectFrom("branches")
     .innerJoin("projects", "projects.id", "branches.project_id")
@@ -285,31 +255,29 @@ export async function sweepUploadLeftovers(deps: Deps, store: WorkspaceStore): P
     .where("branches.status", "=", "active")
     .where("projects.deleted_at", "is", null)
     .execute();
-  const cutoff = Date.now() - LEFTOVER_AGE_MS;
+  const cutoff = deps.clock.now().getTime() - LEFTOVER_AGE_MS;
   for (const { id: projectId } of [...projects, ...branches]) {
     try {
-      await removeLeftovers(store, projectId, workspaceFilesDir(deps, projectId), cutoff);
+      await removeLeftovers(deps, store, projectId, cutoff);
     } catch (error) {
       deps.log.error({ err: error, projectId }, "sweeping a workspace's upload leftovers failed");
     }
   }
 }
 
-async function removeLeftovers(store: WorkspaceStore, projectId: string, dir: string, cutoff: number) {
+async function removeLeftovers(deps: Deps, store: WorkspaceStore, projectId: string, cutoff: number) {
+  const prefix = filesPrefix(projectId);
+  await deps.storage.removeIncomplete(prefix, new Date(cutoff));
   const old: string[] = [];
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
-    const info = await stat(path.join(dir, name)).catch(() => undefined);
-    if (info?.isFile() && info.mtimeMs < cutoff) old.push(name);
+  for await (const object of deps.storage.list(prefix)) {
+    if (object.modifiedAt.getTime() < cutoff) old.push(baseName(object.key));
   }
-  // Only a workspace with old files on disk is opened (and takes a place in the pool).
+  // Only a workspace with old files stored is opened (and takes a place in the pool).
   if (old.length === 0) return;
-  const listed = await store.neededFiles(
-    projectId,
-    old.filter((name) => !name.endsWith(".part")),
-  );
+  const listed = await store.neededFiles(projectId, old);
   if (!listed) return;
   const kept = new Set(listed);
-  for (const name of old) if (!kept.has(name)) await rm(path.join(dir, name), { force: true });
+  await deps.storage.delete(old.filter((id) => !kept.has(id)).map((id) => fileKey(projectId, id)));
 }
 
 export function fileJobs(deps: Deps, store: WorkspaceStore): JobHandlers {

@@ -2,8 +2,8 @@ import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from "node:c
 import { sql } from "kysely";
 import { DAY_MS } from "../../clock.ts";
 import { isUniqueViolation } from "../../db/database.ts";
-import { ConflictError, NotFoundError, UnauthorizedError } from "../../errors.ts";
-import { newId } from "../../lib/ids.ts";
+import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from "../../errors.ts";
+import { isIdOf, newId } from "../../lib/ids.ts";
 import { randomHex, sha256Hex } from "../../lib/tokens.ts";
 import { requireAdmin, type WorkspaceCtx } from "./access.ts";
 import { auditEvent } from "./audit.ts";
@@ -69,7 +69,25 @@ async function startSession(ctx: WorkspaceCtx, trx: WorkspaceCtx["db"], userId: 
   return token;
 }
 
+/**
+ * The project's `signUp` switch (DESIGN §16); a branch follows its project's. Read here, not on
+ * every workspace request: only sign-up needs it.
+ */
+async function assertSignUpOpen(ctx: WorkspaceCtx): Promise<void> {
+  const { db } = ctx.deps;
+  const row = isIdOf("brn", ctx.project.id)
+    ? await db
+        .selectFrom("branches")
+        .innerJoin("projects", "projects.id", "branches.project_id")
+        .select("projects.sign_up")
+        .where("branches.id", "=", ctx.project.id)
+        .executeTakeFirst()
+    : await db.selectFrom("projects").select("sign_up").where("id", "=", ctx.project.id).executeTakeFirst();
+  if (row?.sign_up === "closed") throw new ForbiddenError("sign-up is closed for this project");
+}
+
 export async function signUpUser({ ctx, input }: { ctx: WorkspaceCtx; input: { email: string; password: string } }) {
+  await assertSignUpOpen(ctx);
   const email = input.email.trim();
   const passwordHash = await hashPassword(input.password);
   // Two sign-ups racing past the check meet the unique e-mail index (template 1.1.0): the loser's
