@@ -148,6 +148,8 @@ export async function startBenchPlinth(options: {
   database: "sqlite" | "postgres";
   pgAdminUrl: string;
   name: string;
+  /** More environment for the process (STORAGE_URL, …). */
+  env?: Record<string, string>;
 }) {
   const dataDir = mkdtempSync(path.join(tmpdir(), `plinth-${options.name}-`));
   const created =
@@ -169,6 +171,7 @@ export async function startBenchPlinth(options: {
       AUTH_SECRET: "bench-secret-bench-secret-bench-secret-0123",
       RATE_LIMIT_PER_MINUTE: "100000000",
       ...(created ? { DATABASE_URL: created.url } : {}),
+      ...options.env,
     },
   });
   const stop = async () => {

@@ -164,6 +164,12 @@ describe("the plinth command", () => {
     expect(await json(["projects", "get", "storefront", "-o", "json"])).toEqual(viaApi.body);
     expect((await json(["projects", "pause", "storefront"])).project.status).toBe("paused");
     expect((await json(["projects", "resume", "storefront"])).project.status).toBe("active");
+    const updated = await json(["projects", "update", "storefront", "--environment", "staging", "--sign-up", "closed"]);
+    expect(updated.project).toMatchObject({ environment: "staging", signUp: "closed" });
+    const badMode = await plinth(["projects", "update", "storefront", "--sign-up", "sometimes"]);
+    expect(badMode.code).toBe(1);
+    expect(badMode.stderr).toContain("signUp");
+    expect((await ok(["projects", "update", "storefront", "--sign-up", "open"])).stdout).toMatch(/sign-up\s+open/);
     expect((await json(["projects", "upgrade", "storefront"])).status).toMatch(/upgraded|skipped/);
     // Destructive: without --yes, and no terminal to ask on, nothing happens.
     const refused = await plinth(["projects", "delete", "storefront"]);

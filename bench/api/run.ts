@@ -22,6 +22,9 @@
  *   BENCH_ROUNDS        rounds; each measures every scenario once, in turn  (2)
  *   BENCH_BUILDS        compiled builds to compare in one run, as label=dir, comma-separated
  *                       (dist); each serves from a process and a database of its own, in turn
+ *   BENCH_METRICS_LABELS  builds (by label, comma-separated) that run with METRICS_TOKEN set, so
+ *                       that requests are timed for /metrics: `BENCH_BUILDS=off=dist,on=dist
+ *                       BENCH_METRICS_LABELS=on` measures what metrics cost
  *   BENCH_PG_URL        PostgreSQL maintenance database  (postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_CPU_PROF      a directory: run each Plinth child with `--cpu-prof` writing there
  *   BENCH_NODE_ARGS     extra node flags for the Plinth children, space-separated (e.g. --trace-gc)
@@ -63,6 +66,7 @@ const BUILDS: Build[] =
         return { label: label ?? "", entry: ["--max-semi-space-size=32", path.join(dir ?? "dist", "main.js")] };
       });
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+const METRICS_LABELS = new Set((process.env.BENCH_METRICS_LABELS ?? "").split(",").filter(Boolean));
 
 /** The issue's target for the key-authenticated read. */
 const TARGET_RATIO = 0.4;
@@ -410,6 +414,7 @@ async function startPlinth(build: Build, database: "sqlite" | "postgres", databa
       AUTH_SECRET: "bench-secret-bench-secret-bench-secret-0123",
       RATE_LIMIT_PER_MINUTE: "100000000",
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+      ...(METRICS_LABELS.has(build.label) ? { METRICS_TOKEN: "bench-metrics-token-0123456789" } : {}),
     },
     "/api/health",
     port,

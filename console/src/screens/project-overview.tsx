@@ -102,6 +102,7 @@ export function ProjectOverview() {
               path={path}
               name={current.name}
               environment={current.environment}
+              signUp={current.signUp}
               onSaved={loaded.reload}
             />
             <Deploys slug={slug} path={path} />
@@ -187,21 +188,24 @@ export function ProjectOverview() {
 
 type ProjectPath = { slug: string; projectSlug: string };
 
-/** A project's name and environment, changed in place. */
+/** A project's name, environment and workspace sign-up switch, changed in place. */
 function ProjectDetails({
   path,
   name: current,
   environment: currentEnvironment,
+  signUp: currentSignUp,
   onSaved,
 }: {
   slug: string;
   path: ProjectPath;
   name: string;
   environment: "production" | "staging" | "development";
+  signUp: "open" | "closed";
   onSaved(): void;
 }) {
   const [name, setName] = useState(current);
   const [environment, setEnvironment] = useState(currentEnvironment);
+  const [signUp, setSignUp] = useState(currentSignUp);
   const action = useAction();
   return (
     <form
@@ -210,7 +214,9 @@ function ProjectDetails({
       onSubmit={async (event) => {
         event.preventDefault();
         const done = await action.run(() =>
-          data(api.PATCH("/org/{slug}/projects/{projectSlug}", { params: { path }, body: { name, environment } })),
+          data(
+            api.PATCH("/org/{slug}/projects/{projectSlug}", { params: { path }, body: { name, environment, signUp } }),
+          ),
         );
         if (done) onSaved();
       }}
@@ -233,6 +239,14 @@ function ProjectDetails({
         problem={action.problem}
         options={["production", "staging", "development"]}
         onChange={(event) => setEnvironment(event.currentTarget.value as typeof environment)}
+      />
+      <Select
+        label="Workspace sign-up"
+        name="signUp"
+        value={signUp}
+        problem={action.problem}
+        options={["open", "closed"]}
+        onChange={(event) => setSignUp(event.currentTarget.value as typeof signUp)}
       />
       <Button type="submit" busy={action.busy}>
         Save details

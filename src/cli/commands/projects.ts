@@ -11,6 +11,7 @@ export function projectFields(out: Output, project: Project): string {
     ["id", project.id],
     ["status", project.status],
     ["environment", project.environment],
+    ["sign-up", project.signUp],
     ["region", project.region],
     ["template", project.templateVersion],
     ["workspace", project.workspaceUrl],
@@ -23,7 +24,7 @@ export async function projectPath(cli: Cli, projectSlug: string) {
   return { slug: await cli.org(), projectSlug };
 }
 
-/** `projects list | get | create [--wait] | pause | resume | delete | upgrade`. */
+/** `projects list | get | create [--wait] | update | pause | resume | delete | upgrade`. */
 export function projectCommands(program: Program): void {
   const projects = program.command("projects").description("the org's projects (each is a backend of its own)");
   projects
@@ -99,6 +100,29 @@ export function projectCommands(program: Program): void {
         [projectFields(cli.out, project), cli.out.fields([["admin token", created.adminToken]])].join("\n"),
       );
       if (!cli.out.json) cli.out.message("The workspace admin token is shown once: keep it now.");
+    });
+  projects
+    .command("update")
+    .description("rename a project, change its environment, or open or close its workspace's sign-up")
+    .argument("<project>", "the project's slug")
+    .option("--name <name>", "the new name (2 to 60 characters)")
+    .option("--environment <environment>", "production, staging or development")
+    .option("--sign-up <mode>", "open or closed: whether the workspace's POST /api/auth/sign-up is open")
+    .action(async (project, options, command) => {
+      const cli = cliOf(command);
+      const client = await cli.client();
+      const path = await projectPath(cli, project);
+      const answer = await cli.call(
+        client.PATCH("/org/{slug}/projects/{projectSlug}", {
+          params: { path },
+          body: {
+            ...(options.name !== undefined ? { name: options.name } : {}),
+            ...(options.environment !== undefined ? { environment: options.environment as never } : {}),
+            ...(options.signUp !== undefined ? { signUp: options.signUp as never } : {}),
+          },
+        }),
+      );
+      cli.out.answer(answer, () => projectFields(cli.out, answer.project));
     });
   for (const [verb, description] of [
     ["pause", "pause a project: its workspace answers 409 until resumed"],
